@@ -1,0 +1,72 @@
+/* Primitives (see prim.h). */
+#include "config.h"
+#include "prim/prim.h"
+#include <errno.h>
+#include <numaif.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+void *_hpcmem_prim_reserve(size_t size, size_t align) {
+  size_t page = _hpcmem_prim_page_size();
+  if (align < page) align = page;
+  if (size == 0 || size + align < size) { errno = ENOMEM; return NULL; }
+  /* over-reserve by `align`, then trim both ends to the aligned range */
+  char *raw = mmap(NULL, size + align, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (raw == MAP_FAILED) return NULL;
+  char *p = (char *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
+  if (p > raw) munmap(raw, (size_t)(p - raw));
+  size_t tail = (size_t)(raw + size + align - (p + size));
+  if (tail) munmap(p + size, tail);
+  return p;
+}
+
+int _hpcmem_prim_release(void *p, size_t size) {
+  return munmap(p, size) == 0 ? 0 : -errno;
+}
+
+int _hpcmem_prim_decommit(void *p, size_t size) {
+  return madvise(p, size, MADV_DONTNEED) == 0 ? 0 : -errno;
+}
+
+int _hpcmem_prim_hugepages(void *p, size_t size, int on) {
+#ifdef MADV_HUGEPAGE
+  return madvise(p, size, on ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) == 0 ? 0 : -errno;
+#else
+  (void)p; (void)size; (void)on;
+  return -ENOSYS;
+#endif
+}
+
+int _hpcmem_prim_interleave(void *p, size_t size, const unsigned long *nodemask, unsigned long maxnode) {
+  return mbind(p, size, MPOL_INTERLEAVE, nodemask, maxnode, 0) == 0 ? 0 : -errno;
+}
+
+int _hpcmem_prim_bind(void *p, size_t size, int mode, const unsigned long *nodemask,
+                      unsigned long maxnode, int move) {
+  unsigned flags = move ? MPOL_MF_MOVE : 0;
+  return mbind(p, size, mode, nodemask, maxnode, flags) == 0 ? 0 : -errno;
+}
+
+size_t _hpcmem_prim_page_size(void) {
+  static size_t page;
+  if (!page) page = (size_t)sysconf(_SC_PAGESIZE);
+  return page;
+}
+
+uint64_t _hpcmem_prim_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t _hpcmem_prim_random64(void) {
+  uint64_t v;
+  if (getrandom(&v, sizeof v, GRND_NONBLOCK) == (ssize_t)sizeof v) return v;
+  v = _hpcmem_prim_now_ns() ^ ((uint64_t)getpid() << 32);
+  v ^= v >> 33; v *= 0xff51afd7ed558ccdULL; v ^= v >> 33;
+  return v;
+}
