@@ -1,0 +1,55 @@
+/* Job identity from the launcher's environment (see job.h). */
+#include "config.h"
+#include "util/job.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+extern char **environ;
+hpcmem_job_t _hpcmem_job = {-1, 1, 0, "", ""};
+
+static const char *env_get(char *const *env, const char *name) {
+  size_t n = strlen(name);
+  for (char *const *e = env; e && *e; e++)
+    if (strncmp(*e, name, n) == 0 && (*e)[n] == '=') return *e + n + 1;
+  return NULL;
+}
+
+static int env_int(char *const *env, const char *const *names, int *out) {
+  for (; *names; names++) {
+    const char *v = env_get(env, *names);
+    char *end;
+    if (!v || !*v) continue;
+    long x = strtol(v, &end, 10);
+    if (*end == 0 && x >= 0 && x < (1L << 30)) { *out = (int)x; return 1; }
+  }
+  return 0;
+}
+
+void _hpcmem_job_load(char *const *env, int pid) {
+  static const char *const rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID", NULL};
+  static const char *const size_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", NULL};
+  static const char *const job_vars[] = {"SLURM_JOB_ID", "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "PMI_JOBID", NULL};
+  hpcmem_job_t *j = &_hpcmem_job;
+  j->rank = -1; j->size = 1; j->from_launcher = 0;
+  if (env_int(env, rank_vars, &j->rank)) j->from_launcher = 1;
+  env_int(env, size_vars, &j->size);
+  if (j->size < 1) j->size = 1;
+  j->jobid[0] = 0;
+  for (const char *const *v = job_vars; *v && !j->jobid[0]; v++) {
+    const char *s = env_get(env, *v);
+    if (!s || !*s) continue;
+    /* keep it file-name safe: letters, digits, '-', '_', '.' */
+    size_t k = 0;
+    for (; *s && k < sizeof j->jobid - 1; s++)
+      j->jobid[k++] = (strchr("-_.", *s) || (*s >= '0' && *s <= '9') || ((*s | 0x20) >= 'a' && (*s | 0x20) <= 'z')) ? *s : '_';
+    j->jobid[k] = 0;
+  }
+  if (!j->jobid[0]) snprintf(j->jobid, sizeof j->jobid, "pid%d", pid);
+  struct utsname u;
+  if (uname(&u) == 0) snprintf(j->hostname, sizeof j->hostname, "%s", u.nodename);
+}
+
+void _hpcmem_job_init(void) { _hpcmem_job_load(environ, (int)getpid()); }
