@@ -75,6 +75,29 @@ int hpcmem_stats_reset_peak(void);
 /** Print statistics as "name value" lines. @return 0, or -EINVAL. */
 int hpcmem_stats_print(FILE *out, const hpcmem_stats_t *stats);
 
+/** One point of the memory timeline. */
+typedef struct hpcmem_sample {
+  uint64_t t_ns;    /**< hpcmem_clock_ns() time of the sample */
+  uint64_t bytes;   /**< live bytes (current_bytes) at that time */
+} hpcmem_sample_t;
+
+/**
+ * The process's memory over time: samples of current_bytes, taken whenever
+ * it moved by more than 1/64 of its peak (and at least 1 MiB) since the last
+ * sample, always including the peak.  When the buffer of 4096 samples fills
+ * up, every other sample is dropped (the peak kept) and the step doubles, so
+ * the whole run stays covered.
+ * @param out  room for @p max samples (may be NULL with max 0 to ask the count)
+ * @return the number of samples available (copied: the first min(count, max)).
+ */
+size_t hpcmem_timeline(hpcmem_sample_t *out, size_t max);
+
+/** The allocator's clock: CLOCK_MONOTONIC in ns (peak_time_ns and the timeline use it). */
+uint64_t hpcmem_clock_ns(void);
+
+/** hpcmem_clock_ns() at the allocator's start (first allocation of the process). */
+uint64_t hpcmem_start_ns(void);
+
 /**
  * Check the allocator's internal invariants (trees, lists, size sums).
  * @return 0 when consistent, -EFAULT (with a message on stderr) otherwise.

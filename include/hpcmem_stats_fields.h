@@ -11,7 +11,7 @@
 #define HPCMEM_STATS_FIELDS(X) \
   X(current_bytes,     SUM, "bytes live now (requested sizes)") \
   X(peak_bytes,        MAX, "high-water mark of live bytes") \
-  X(peak_time_ns,      PEAKTIME, "when the high-water mark was reached (ns since start)") \
+  X(peak_time_ns,      PEAKTIME, "when the high-water mark was reached (hpcmem_clock_ns() time)") \
   X(alloc_count,       SUM, "allocations (malloc, calloc, realloc that moved, aligned forms)") \
   X(free_count,        SUM, "frees") \
   X(realloc_count,     SUM, "realloc calls") \
@@ -26,6 +26,7 @@
   X(mapped_bytes,      SUM, "address space backed by the allocator's regions") \
   X(retained_bytes,    SUM, "bytes held free by the allocator (not given back)") \
   X(decayed_bytes,     SUM, "bytes given back to the OS by decay (madvise)") \
-  X(error_count,       SUM, "misuse detected (invalid or double free)")
+  X(error_count,       SUM, "misuse detected (invalid or double free)") \
+  X(alloc_time_ns,     SUM, "time spent inside the allocator (estimated from 1 call in 64)")
 
 #endif
