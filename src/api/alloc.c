@@ -1,0 +1,416 @@
+/* The malloc family.  Each entry point is a short fast path (thread-cache
+ * hit, no lock, no atomic) and one unlikely branch into a noinline slow path
+ * that handles initialisation, refills and flushes, the group heaps' direct
+ * runs, the large-block tier, statistics sampling, tracing and misuse. */
+#include "config.h"
+#include "api/internal.h"
+#include "hpcmem.h"
+#include "prim/prim.h"
+#include "util/job.h"
+#include "util/log.h"
+#include "util/options.h"
+#include <dlfcn.h>
+#include <stdint.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+int _hpcmem_ready;
+hpcmem_large_t _hpcmem_large;
+size_t _hpcmem_large_threshold = (size_t)128 << 10;
+static hpcmem_lock_t init_lock = HPCMEM_LOCK_INIT;
+static pthread_key_t exit_key;
+static int on_error = HPCMEM_ON_ERROR_ABORT;
+static int check_always;
+static char *brk_start;             /* glibc's heap start, for pointers it handed out before us */
+
+/* glibc's own functions, for memory the process got before libhpcmem was loaded */
+extern void __libc_free(void *);
+extern void *__libc_realloc(void *, size_t);
+
+/* ------------------------------------------------------------------ */
+/* initialisation                                                       */
+
+static void thread_exit(void *arg) {
+  hpcmem_tcache_t *t = arg;
+  _hpcmem_tcache_flush_all(t);
+  _hpcmem_stats_publish(t);
+  t->live = 0;
+  _hpcmem_tc = NULL;
+}
+
+static unsigned log2_of(size_t v) { return 63u - (unsigned)__builtin_clzll(v); }
+
+void _hpcmem_init(void) {
+  _hpcmem_lock(&init_lock);
+  if (_hpcmem_ready) { _hpcmem_unlock(&init_lock); return; }
+  _hpcmem_options_init();
+  _hpcmem_job_init();
+  on_error = (int)_hpcmem_opt(ON_ERROR);
+  check_always = (int)_hpcmem_opt(CHECK);
+#ifdef HPCMEM_DEBUG
+  check_always = 1;
+#endif
+  _hpcmem_large_threshold = (size_t)_hpcmem_opt(LARGE_THRESHOLD);
+  /* one address slice per cpu (slices cost address space only); the topology,
+   * loaded once the allocator works, maps cpus that share a cache onto one heap */
+  long ncpu = sysconf(_SC_NPROCESSORS_CONF);
+  unsigned heaps = _hpcmem_opt(HEAPS) ? (unsigned)_hpcmem_opt(HEAPS) : (unsigned)(ncpu > 0 ? ncpu : 1);
+  if (heaps > HPCMEM_MAX_HEAPS) heaps = HPCMEM_MAX_HEAPS;
+  if (_hpcmem_heaps_init(heaps, log2_of((size_t)_hpcmem_opt(BLOCK_SIZE))) < 0 ||
+      _hpcmem_large_init(&_hpcmem_large, NULL) < 0)
+    _hpcmem_fatal("cannot reserve address space for the heaps (%u heaps of 16 GiB, 1 TiB large region): %s",
+                  heaps, strerror(errno));
+  _hpcmem_tcache_init_process();
+  _hpcmem_stats_init();
+  brk_start = sbrk(0);
+  pthread_key_create(&exit_key, thread_exit);
+  __atomic_store_n(&_hpcmem_ready, 1, __ATOMIC_RELEASE);
+  _hpcmem_unlock(&init_lock);
+}
+
+hpcmem_tcache_t *_hpcmem_thread_cache(void) {
+  hpcmem_tcache_t *t = _hpcmem_tc;
+  if (HPCMEM_LIKELY(t != NULL)) return t;
+  if (!_hpcmem_ready) _hpcmem_init();
+  t = _hpcmem_tcache_get();
+  if (t) pthread_setspecific(exit_key, t);   /* arms thread_exit for this thread */
+  return t;
+}
+
+/* fork: the child gets consistent heaps and only its own thread cache */
+static void fork_prepare(void) { _hpcmem_heaps_fork_prepare(); _hpcmem_large_fork_prepare(&_hpcmem_large); }
+static void fork_parent(void) { _hpcmem_large_fork_parent(&_hpcmem_large); _hpcmem_heaps_fork_parent(); }
+static void fork_child(void) { _hpcmem_large_fork_child(&_hpcmem_large); _hpcmem_heaps_fork_child(); }
+
+__attribute__((constructor(101))) static void hpcmem_constructor(void) {
+  if (!_hpcmem_ready) _hpcmem_init();
+  pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+/* ------------------------------------------------------------------ */
+/* misuse                                                               */
+
+HPCMEM_NOINLINE static void misuse(const char *fn, const void *p, const char *what) {
+  hpcmem_tcache_t *t = _hpcmem_tc;
+  if (t) t->st.error_count++; else _hpcmem_stats_add_error();
+  if (on_error == HPCMEM_ON_ERROR_IGNORE) return;
+  if (on_error == HPCMEM_ON_ERROR_WARN) { _hpcmem_warn("%s(%p): %s", fn, p, what); return; }
+  _hpcmem_warn("%s(%p): %s; aborting (set HPCMEM_ON_ERROR=warn or ignore to go on)", fn, p, what);
+  abort();
+}
+
+/* Did glibc hand this out before libhpcmem took over?  Its heap lies between
+ * the program break at our start and now; its mmapped chunks carry the
+ * IS_MMAPPED bit in a header that sits 16 bytes before a page boundary. */
+static int from_system(const void *p);
+static void periodic_check(void);
+static int from_system(const void *p) {
+  const char *c = p;
+  if (brk_start && c >= brk_start - ((size_t)64 << 20) && c < (char *)sbrk(0)) return 1;
+  if (((uintptr_t)c & 4095) == 16) {
+    size_t hdr = ((const size_t *)c)[-1];
+    return (hdr & 2) && !(hdr & 4) && (hdr & 4095) == 2;
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* allocation                                                           */
+
+static inline unsigned class_for(size_t n, size_t align) {
+  if (align <= 16) return _hpcmem_size_class(n ? n : 1);
+  size_t m = (n + align - 1) & ~(align - 1);
+  if (m < align) m = align;
+  if (m > HPCMEM_SMALL_MAX) return 0;
+  unsigned c = _hpcmem_size_class(m);
+  if (_hpcmem_class_size[c] % align == 0) return c;
+  size_t pow2 = (size_t)1 << (64 - __builtin_clzll(m - 1));    /* power-of-two classes are aligned */
+  return pow2 <= HPCMEM_SMALL_MAX ? _hpcmem_size_class(pow2) : 0;
+}
+
+/* Everything that is not a thread-cache hit.  align is a power of two (0/16: natural). */
+static void *alloc_slow(hpcmem_tcache_t *t, size_t n, size_t align) {
+  void *p;
+  size_t usable;
+  if (n > (size_t)PTRDIFF_MAX) { errno = ENOMEM; return NULL; }   /* as glibc */
+  unsigned cls = (n < _hpcmem_large_threshold && align <= ((size_t)1 << _hpcmem_heaps.block_shift)) ? class_for(n, align) : 0;
+  if (cls) {
+    hpcmem_bin_t *b = &t->bin[cls];
+    p = b->head;
+    if (p) { b->head = *(void **)p; b->count--; }
+    else if (!(p = _hpcmem_tcache_refill(t, cls))) { errno = ENOMEM; return NULL; }
+    usable = _hpcmem_class_size[cls];
+  } else if (n < _hpcmem_large_threshold) {
+    if (!(p = _hpcmem_heap_run_alloc(t->heap, n, align))) { errno = ENOMEM; return NULL; }
+    usable = _hpcmem_span_of(p)->run_size;
+  } else {
+    if (!(p = _hpcmem_large_alloc(&_hpcmem_large, n, align))) { errno = ENOMEM; return NULL; }
+    usable = _hpcmem_large_usable_size(&_hpcmem_large, p);
+    t->st.large_alloc_count++;
+  }
+  if (usable >= 16) ((uint64_t *)p)[1] = 0;
+  t->n_alloc++;
+  t->b_alloc += usable;
+  if (n > t->st.largest_alloc) t->st.largest_alloc = n;
+  _hpcmem_stats_maybe_publish(t);
+  return p;
+}
+
+/* HPCMEM_CHECK=1 (and debug builds): every 256th slow-path call checks the
+ * invariants of all heaps and the large tier, and stops on the first fault. */
+static void periodic_check(void) {
+  static unsigned long calls;
+  if (__atomic_add_fetch(&calls, 1, __ATOMIC_RELAXED) % 256) return;
+  if (hpcmem_check() < 0) _hpcmem_fatal("internal consistency check failed (HPCMEM_CHECK)");
+}
+
+/* Timing sample (1 call in 64), tracing, errno. */
+HPCMEM_NOINLINE static void *malloc_slow(size_t n, size_t align, int kind) {
+  hpcmem_tcache_t *t = _hpcmem_thread_cache();
+  if (!t) { errno = ENOMEM; return NULL; }
+  uint64_t t0 = (t->n_alloc & 63) == 0 ? _hpcmem_prim_now_ns() : 0;
+  void *p = alloc_slow(t, n, align);
+  if (t0) t->st.alloc_time_ns += (_hpcmem_prim_now_ns() - t0) * 64;
+  (void)kind;
+  if (HPCMEM_UNLIKELY(check_always)) periodic_check();
+  return p;
+}
+
+/* ------------------------------------------------------------------ */
+/* free                                                                 */
+
+static inline uint64_t usable_of_span(const hpcmem_span_t *s) {
+  return s->kind == HPCMEM_SPAN_SMALL ? s->obj_size : s->run_size;
+}
+
+/* Is p, which carries the free key, really free already?  The caller's
+ * cache and (for its own group) the span's free list are searched. */
+static int is_double_free(hpcmem_tcache_t *t, hpcmem_span_t *s, void *p) {
+  if (_hpcmem_tcache_contains(t, s->cls, p)) return 1;
+  hpcmem_heap_t *h = &_hpcmem_heaps.heap[s->heap];
+  int found = 0;
+  _hpcmem_lock(&h->lock);
+  unsigned n = 0;
+  for (void *q = s->free; q && n <= s->capacity; q = *(void **)q, n++)
+    if (q == p) { found = 1; break; }
+  _hpcmem_unlock(&h->lock);
+  return found;
+}
+
+/* 0 when p was freed (or handed on), -1 after reporting misuse. */
+static int free_any(hpcmem_tcache_t *t, void *p, const char *fn) {
+  hpcmem_span_t *s = _hpcmem_span_of(p);
+  if (s && s->kind == HPCMEM_SPAN_SMALL) {
+    if (!_hpcmem_span_is_object(s, p)) { misuse(fn, p, "pointer into the middle of a block (not returned by malloc)"); return -1; }
+    if (((uint64_t *)p)[1] == _hpcmem_free_key && is_double_free(t, s, p)) { misuse(fn, p, "double free"); return -1; }
+    t->n_free++;
+    t->b_freed += s->obj_size;
+    if (s->heap != t->heap->index) {           /* another group's memory goes home, lock-free */
+      _hpcmem_span_remote_free(s, p);
+      t->st.remote_free_count++;
+    } else {
+      hpcmem_bin_t *b = &t->bin[s->cls];
+      *(void **)p = b->head;
+      ((uint64_t *)p)[1] = _hpcmem_free_key;
+      b->head = p;
+      if (++b->count > b->max) _hpcmem_tcache_flush(t, s->cls);
+    }
+  } else if (s) {
+    size_t usable = s->run_size;
+    if (_hpcmem_heap_run_free(s, p) < 0) { misuse(fn, p, "pointer into the middle of a block (not returned by malloc)"); return -1; }
+    t->n_free++;
+    t->b_freed += usable;
+  } else if (_hpcmem_large_owns(&_hpcmem_large, p)) {
+    size_t usable = 0;
+    int rc = _hpcmem_large_free(&_hpcmem_large, p, &usable);
+    if (rc == -EALREADY) { misuse(fn, p, "double free"); return -1; }
+    if (rc < 0) { misuse(fn, p, "not the start of a block libhpcmem handed out (interior or misaligned pointer)"); return -1; }
+    t->n_free++;
+    t->b_freed += usable;
+    t->st.large_free_count++;
+  } else if ((uintptr_t)p - (uintptr_t)_hpcmem_heaps.base < _hpcmem_heaps.size) {
+    misuse(fn, p, "not allocated: no live block at this address (double free, or never returned by malloc)");
+    return -1;
+  } else if (from_system(p)) {
+    __libc_free(p);                            /* the system allocator's, from before libhpcmem */
+  } else {
+    misuse(fn, p, "pointer was not allocated by libhpcmem (foreign pointer)");
+    return -1;
+  }
+  _hpcmem_stats_maybe_publish(t);
+  return 0;
+}
+
+HPCMEM_NOINLINE static void free_slow(void *p) {
+  if (!p) return;
+  hpcmem_tcache_t *t = _hpcmem_thread_cache();
+  if (!t) return;
+  uint64_t t0 = (t->n_free & 63) == 0 ? _hpcmem_prim_now_ns() : 0;
+  free_any(t, p, "free");
+  if (t0) t->st.alloc_time_ns += (_hpcmem_prim_now_ns() - t0) * 64;
+  if (HPCMEM_UNLIKELY(check_always)) periodic_check();
+}
+
+/* ------------------------------------------------------------------ */
+/* the entry points                                                     */
+
+EXPORT void *malloc(size_t n) {
+  hpcmem_tcache_t *t = _hpcmem_tc;
+  if (HPCMEM_LIKELY(t != NULL && n <= HPCMEM_TINY_MAX && (t->n_alloc & 63) != 0)) {
+    unsigned c = _hpcmem_class_tiny[(n + 15) >> 4];
+    hpcmem_bin_t *b = &t->bin[c];
+    void *p = b->head;
+    if (HPCMEM_LIKELY(p != NULL)) {
+      b->head = *(void **)p;
+      b->count--;
+      ((uint64_t *)p)[1] = 0;
+      t->n_alloc++;
+      t->b_alloc += _hpcmem_class_size[c];
+      _hpcmem_stats_maybe_publish(t);
+      return p;
+    }
+  }
+  return malloc_slow(n, 0, 0);
+}
+
+EXPORT void free(void *p) {
+  hpcmem_tcache_t *t = _hpcmem_tc;
+  hpcmem_span_t *s = _hpcmem_span_of(p);
+  if (HPCMEM_LIKELY(t != NULL && s != NULL && s->kind == HPCMEM_SPAN_SMALL && s->heap == t->heap->index &&
+                    (t->n_free & 63) != 0 && _hpcmem_span_is_object(s, p) &&
+                    ((uint64_t *)p)[1] != _hpcmem_free_key)) {
+    hpcmem_bin_t *b = &t->bin[s->cls];
+    if (HPCMEM_LIKELY(b->count < b->max)) {
+      *(void **)p = b->head;
+      ((uint64_t *)p)[1] = _hpcmem_free_key;
+      b->head = p;
+      b->count++;
+      t->n_free++;
+      t->b_freed += s->obj_size;
+      _hpcmem_stats_maybe_publish(t);
+      return;
+    }
+  }
+  free_slow(p);
+}
+
+EXPORT void cfree(void *p) { free(p); }
+
+EXPORT void *calloc(size_t count, size_t size) {
+  size_t n;
+  if (__builtin_mul_overflow(count, size, &n)) { errno = ENOMEM; return NULL; }
+  void *p = malloc(n);
+  if (p) memset(p, 0, n);
+  return p;
+}
+
+static size_t usable_size(const void *p) {
+  hpcmem_span_t *s = _hpcmem_span_of(p);
+  if (s) return _hpcmem_span_is_object(s, p) || (s->kind == HPCMEM_SPAN_RUN && s->start == (char *)p)
+                    ? usable_of_span(s) : 0;
+  if (_hpcmem_large_owns(&_hpcmem_large, p)) return _hpcmem_large_usable_size(&_hpcmem_large, p);
+  return 0;
+}
+
+EXPORT size_t malloc_usable_size(void *p) {
+  if (!p) return 0;
+  size_t n = usable_size(p);
+  if (!n && from_system(p)) n = (((size_t *)p)[-1] & ~(size_t)7) - ((((size_t *)p)[-1] & 2) ? 16 : 8);
+  return n;
+}
+
+EXPORT void *realloc(void *p, size_t n) {
+  if (!p) return malloc(n);
+  if (n == 0) { free(p); return NULL; }               /* glibc: frees and returns NULL */
+  hpcmem_tcache_t *t = _hpcmem_thread_cache();
+  if (!t) { errno = ENOMEM; return NULL; }
+  t->st.realloc_count++;
+  size_t old = usable_size(p);
+  if (!old) {
+    if (from_system(p)) {                             /* glibc's block: move it into ours */
+      size_t have = malloc_usable_size(p);
+      void *q = malloc(n);
+      if (q) { memcpy(q, p, have < n ? have : n); __libc_free(p); }
+      return q;
+    }
+    free_any(t, p, "realloc");                        /* reports what is wrong with p */
+    errno = EINVAL;
+    return NULL;
+  }
+  /* stay in place when the block fits and is not much too big */
+  if (n <= old && (old <= 1024 || n >= old / 2 || (old >= _hpcmem_large_threshold && n >= _hpcmem_large_threshold)))
+    if (old < _hpcmem_large_threshold || _hpcmem_large_resize(&_hpcmem_large, p, n) == 0) {
+      size_t now = usable_size(p);
+      t->b_freed += old - now;
+      _hpcmem_stats_maybe_publish(t);
+      return p;
+    }
+  if (n > old && old >= _hpcmem_large_threshold && _hpcmem_large_resize(&_hpcmem_large, p, n) == 0) {
+    t->b_alloc += usable_size(p) - old;
+    if (n > t->st.largest_alloc) t->st.largest_alloc = n;
+    _hpcmem_stats_maybe_publish(t);
+    return p;
+  }
+  void *q = malloc(n);
+  if (!q) return NULL;                                /* p is left untouched, as the standard says */
+  memcpy(q, p, old < n ? old : n);
+  free(p);
+  return q;
+}
+
+EXPORT void *reallocarray(void *p, size_t count, size_t size) {
+  size_t n;
+  if (__builtin_mul_overflow(count, size, &n)) { errno = ENOMEM; return NULL; }
+  return realloc(p, n);
+}
+
+static void *aligned(size_t align, size_t n) {
+  if (align <= 16) return malloc(n);
+  return malloc_slow(n, align, 1);
+}
+
+static int pow2(size_t a) { return a && !(a & (a - 1)); }
+
+EXPORT int posix_memalign(void **out, size_t align, size_t n) {
+  if (!pow2(align) || align % sizeof(void *)) return EINVAL;
+  int saved = errno;
+  void *p = aligned(align, n);
+  if (!p) return errno = saved, ENOMEM;
+  *out = p;
+  return 0;
+}
+
+EXPORT void *aligned_alloc(size_t align, size_t n) {
+  if (!pow2(align)) { errno = EINVAL; return NULL; }
+  return aligned(align, n);
+}
+
+EXPORT void *memalign(size_t align, size_t n) {
+  if (!pow2(align)) { errno = EINVAL; return NULL; }
+  return aligned(align, n);
+}
+
+EXPORT void *valloc(size_t n) { return aligned(_hpcmem_prim_page_size(), n); }
+
+EXPORT void *pvalloc(size_t n) {
+  size_t page = _hpcmem_prim_page_size();
+  if (n > SIZE_MAX - page) { errno = ENOMEM; return NULL; }
+  return aligned(page, n ? (n + page - 1) & ~(page - 1) : page);
+}
+
+/* ------------------------------------------------------------------ */
+/* checks                                                               */
+
+EXPORT int hpcmem_check(void) {
+  if (!_hpcmem_ready) _hpcmem_init();
+  int rc = 0;
+  for (unsigned i = 0; i < _hpcmem_heaps.count; i++)
+    if (_hpcmem_heap_check(&_hpcmem_heaps.heap[i]) < 0) rc = -EFAULT;
+  if (_hpcmem_large_check(&_hpcmem_large) < 0) rc = -EFAULT;
+  return rc;
+}

@@ -1,0 +1,35 @@
+/* Shared by the files of the API layer: the process-wide allocator state,
+ * statistics publishing, and the slow paths behind the malloc family. */
+#ifndef HPCMEM_API_INTERNAL_H
+#define HPCMEM_API_INTERNAL_H
+#include <stddef.h>
+#include <stdint.h>
+#include "heap/large.h"
+#include "heap/tcache.h"
+
+#define HPCMEM_LIKELY(x) __builtin_expect(!!(x), 1)
+#define HPCMEM_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define HPCMEM_NOINLINE __attribute__((noinline))
+
+/* A thread publishes its live-bytes change once it drifts this far. */
+#define HPCMEM_PUBLISH_BYTES ((int64_t)64 << 10)
+
+extern int _hpcmem_ready;              /* set once initialisation finished */
+extern hpcmem_large_t _hpcmem_large;
+extern size_t _hpcmem_large_threshold;
+
+void _hpcmem_init(void);
+hpcmem_tcache_t *_hpcmem_thread_cache(void);
+
+/* statistics (stats.c) */
+void _hpcmem_stats_publish(hpcmem_tcache_t *t);
+static inline void _hpcmem_stats_maybe_publish(hpcmem_tcache_t *t) {
+  int64_t drift = (int64_t)(t->b_alloc - t->b_freed) - t->published;
+  if (HPCMEM_UNLIKELY((uint64_t)(drift + HPCMEM_PUBLISH_BYTES) > (uint64_t)(2 * HPCMEM_PUBLISH_BYTES)))
+    _hpcmem_stats_publish(t);
+}
+void _hpcmem_stats_init(void);
+/* counters of threads that never got a cache (allocation before any cache exists) */
+void _hpcmem_stats_add_error(void);
+
+#endif

@@ -1,0 +1,135 @@
+/* Statistics: always on, cheap.  Threads count in their caches without
+ * atomics and publish their live-bytes drift to the process total once it
+ * exceeds HPCMEM_PUBLISH_BYTES (large blocks move it past that at once), so
+ * the high-water mark is exact for large blocks and within 64 KiB per thread
+ * for small ones.  The timeline keeps samples of the total for the report. */
+#include "config.h"
+#include "api/internal.h"
+#include "hpcmem.h"
+#include "prim/prim.h"
+#include "util/lock.h"
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+
+#define EXPORT __attribute__((visibility("default")))
+#define TIMELINE_MAX 4096
+
+static int64_t current;          /* published live bytes of the process */
+static int64_t peak;
+static uint64_t peak_time, start_time;
+static uint64_t errors_without_cache;
+
+static hpcmem_lock_t timeline_lock = HPCMEM_LOCK_INIT;
+static hpcmem_sample_t timeline[TIMELINE_MAX];
+static size_t timeline_n;
+static int64_t timeline_last;
+static uint64_t timeline_step_shift;   /* halvings done when the buffer filled */
+
+void _hpcmem_stats_init(void) { start_time = _hpcmem_prim_now_ns(); }
+
+void _hpcmem_stats_add_error(void) { __atomic_add_fetch(&errors_without_cache, 1, __ATOMIC_RELAXED); }
+
+/* Keep every other sample (and the peak), so the buffer covers the whole run. */
+static void timeline_thin(void) {
+  size_t k = 0;
+  for (size_t i = 0; i < timeline_n; i++)
+    if (i % 2 == 0 || timeline[i].t_ns == peak_time) timeline[k++] = timeline[i];
+  timeline_n = k;
+  timeline_step_shift++;
+}
+
+/* A sample when the total moved by a step since the last one; a new peak
+ * always gets a sample, replacing the previous sample when that was the
+ * peak too, so a climb costs one slot and the maximum is always present. */
+static int last_was_peak;
+static void timeline_add(uint64_t t, int64_t bytes, int new_peak) {
+  int64_t step = peak >> 6;
+  if (step < ((int64_t)1 << 20)) step = (int64_t)1 << 20;
+  step <<= timeline_step_shift;
+  int64_t d = bytes - timeline_last;
+  if (!new_peak && d < step && d > -step) return;
+  _hpcmem_lock(&timeline_lock);
+  if (new_peak && last_was_peak && timeline_n) timeline_n--;
+  else if (timeline_n == TIMELINE_MAX) timeline_thin();
+  timeline[timeline_n].t_ns = t;
+  timeline[timeline_n].bytes = bytes > 0 ? (uint64_t)bytes : 0;
+  timeline_n++;
+  if (!new_peak || !last_was_peak) timeline_last = bytes;
+  last_was_peak = new_peak;
+  _hpcmem_unlock(&timeline_lock);
+}
+
+void _hpcmem_stats_publish(hpcmem_tcache_t *t) {
+  int64_t mine = (int64_t)(t->b_alloc - t->b_freed);
+  int64_t d = mine - t->published;
+  t->published = mine;
+  int64_t now = __atomic_add_fetch(&current, d, __ATOMIC_RELAXED);
+  int64_t old = __atomic_load_n(&peak, __ATOMIC_RELAXED);
+  int new_peak = 0;
+  while (now > old) {
+    if (__atomic_compare_exchange_n(&peak, &old, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) { new_peak = 1; break; }
+  }
+  uint64_t ts = _hpcmem_prim_now_ns();
+  if (new_peak) __atomic_store_n(&peak_time, ts, __ATOMIC_RELAXED);
+  timeline_add(ts, now, new_peak);
+}
+
+EXPORT int hpcmem_stats(hpcmem_stats_t *out) {
+  if (!out) return -EINVAL;
+  if (!_hpcmem_ready) _hpcmem_init();
+  memset(out, 0, sizeof *out);
+  uint64_t unpublished = 0;
+  _hpcmem_tcache_merge_stats(out, &unpublished);
+  int64_t cur = __atomic_load_n(&current, __ATOMIC_RELAXED) + (int64_t)unpublished;
+  out->current_bytes = cur > 0 ? (uint64_t)cur : 0;
+  int64_t pk = __atomic_load_n(&peak, __ATOMIC_RELAXED);
+  out->peak_bytes = pk > cur ? (uint64_t)pk : out->current_bytes;
+  out->peak_time_ns = pk > cur ? __atomic_load_n(&peak_time, __ATOMIC_RELAXED) : _hpcmem_prim_now_ns();
+  out->small_alloc_count = out->alloc_count - out->large_alloc_count;
+  out->small_free_count = out->free_count - out->large_free_count;
+  out->error_count += __atomic_load_n(&errors_without_cache, __ATOMIC_RELAXED);
+  hpcmem_large_stats_t ls;
+  _hpcmem_large_stats(&_hpcmem_large, &ls);
+  uint64_t small_mapped = 0, small_free = 0;
+  for (unsigned i = 0; i < _hpcmem_heaps.count; i++) {
+    small_mapped += __atomic_load_n(&_hpcmem_heaps.heap[i].mapped_bytes, __ATOMIC_RELAXED);
+    small_free += __atomic_load_n(&_hpcmem_heaps.heap[i].free_small_bytes, __ATOMIC_RELAXED);
+  }
+  out->mapped_bytes = small_mapped + ls.mapped_bytes;
+  out->retained_bytes = small_free + ls.retained_bytes;
+  out->decayed_bytes = ls.decayed_bytes;
+  return 0;
+}
+
+EXPORT int hpcmem_stats_reset_peak(void) {
+  hpcmem_stats_t s;
+  hpcmem_stats(&s);
+  __atomic_store_n(&peak, (int64_t)s.current_bytes, __ATOMIC_RELAXED);
+  __atomic_store_n(&peak_time, _hpcmem_prim_now_ns(), __ATOMIC_RELAXED);
+  return 0;
+}
+
+EXPORT int hpcmem_stats_print(FILE *out, const hpcmem_stats_t *s) {
+  if (!out || !s) return -EINVAL;
+#define HPCMEM_PRINT_(name, kind, help) fprintf(out, "%-20s %" PRIu64 "\n", #name, s->name);
+  HPCMEM_STATS_FIELDS(HPCMEM_PRINT_)
+#undef HPCMEM_PRINT_
+  return 0;
+}
+
+EXPORT size_t hpcmem_timeline(hpcmem_sample_t *out, size_t max) {
+  if (!_hpcmem_ready) _hpcmem_init();
+  _hpcmem_lock(&timeline_lock);
+  size_t n = timeline_n;
+  if (out) memcpy(out, timeline, (n < max ? n : max) * sizeof *out);
+  _hpcmem_unlock(&timeline_lock);
+  return n;
+}
+
+EXPORT uint64_t hpcmem_clock_ns(void) { return _hpcmem_prim_now_ns(); }
+
+EXPORT uint64_t hpcmem_start_ns(void) {
+  if (!_hpcmem_ready) _hpcmem_init();
+  return start_time;
+}

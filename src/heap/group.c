@@ -1,0 +1,274 @@
+/* Thread-group heaps (see group.h). */
+#include "config.h"
+#include "heap/group.h"
+#include "prim/prim.h"
+#include "util/log.h"
+#include <errno.h>
+#include <string.h>
+
+hpcmem_heaps_t _hpcmem_heaps;
+
+#define SLICE ((size_t)1 << HPCMEM_SLICE_SHIFT)
+#define INITIAL_EXTENT ((size_t)4 << 20)       /* a young heap stays within its first 4 MiB */
+#define SPAN_MIN ((size_t)64 << 10)
+
+static inline void *next_of(void *p) { return *(void **)p; }
+static inline void set_next(void *p, void *n) { *(void **)p = n; }
+
+int _hpcmem_heaps_init(unsigned count, unsigned block_shift) {
+  hpcmem_heaps_t *H = &_hpcmem_heaps;
+  if (count < 1 || count > HPCMEM_MAX_HEAPS) return -EINVAL;
+  unsigned depth = HPCMEM_SLICE_SHIFT - block_shift;
+  size_t nblocks = (size_t)1 << depth;
+  size_t tree = (_hpcmem_itree_mgmt_size(depth) + 4095) & ~(size_t)4095;
+  size_t pmap = nblocks * sizeof(hpcmem_span_t *);
+  size_t descs = nblocks * sizeof(hpcmem_span_t);         /* at most one record per block */
+  size_t mgmt = tree + pmap + descs;
+  H->base = _hpcmem_prim_reserve((size_t)count << HPCMEM_SLICE_SHIFT, SLICE);
+  if (!H->base) return -ENOMEM;
+  char *m = _hpcmem_prim_reserve(mgmt * count, 4096);
+  if (!m) return -ENOMEM;
+  H->size = (size_t)count << HPCMEM_SLICE_SHIFT;
+  H->count = count;
+  H->block_shift = block_shift;
+  for (unsigned i = 0; i < count; i++, m += mgmt) {
+    hpcmem_heap_t *h = &H->heap[i];
+    h->index = i;
+    h->base = H->base + ((size_t)i << HPCMEM_SLICE_SHIFT);
+    unsigned ext = 63u - (unsigned)__builtin_clzll(INITIAL_EXTENT >> block_shift | 1);
+    _hpcmem_itree_init(&h->tree, m, depth, ext);
+    h->pagemap = (hpcmem_span_t **)(m + tree);
+    h->desc_next = (hpcmem_span_t *)(m + tree + pmap);
+    h->desc_end = h->desc_next + nblocks;
+  }
+  return 0;
+}
+
+/* ---- records and runs (heap lock held) ---- */
+
+static hpcmem_span_t *desc_alloc(hpcmem_heap_t *h) {
+  hpcmem_span_t *s = h->desc_free;
+  if (s) h->desc_free = s->next;
+  else if (h->desc_next < h->desc_end) s = h->desc_next++;
+  else return NULL;
+  memset(s, 0, sizeof *s);
+  return s;
+}
+
+static unsigned order_for(size_t bytes) {
+  size_t blocks = (bytes + ((size_t)1 << _hpcmem_heaps.block_shift) - 1) >> _hpcmem_heaps.block_shift;
+  return blocks <= 1 ? 0 : 64u - (unsigned)__builtin_clzll(blocks - 1);
+}
+
+static void map_run(hpcmem_heap_t *h, hpcmem_span_t *s, hpcmem_span_t *value) {
+  size_t first = (size_t)(s->start - h->base) >> _hpcmem_heaps.block_shift;
+  size_t n = (size_t)1 << s->order;
+  for (size_t i = 0; i < n; i++) h->pagemap[first + i] = value;
+}
+
+static hpcmem_span_t *run_new(hpcmem_heap_t *h, unsigned order, unsigned kind) {
+  hpcmem_span_t *s = desc_alloc(h);
+  if (!s) return NULL;
+  int64_t idx = _hpcmem_itree_alloc(&h->tree, order);
+  if (idx < 0) { s->next = h->desc_free; h->desc_free = s; return NULL; }
+  s->start = h->base + ((size_t)idx << _hpcmem_heaps.block_shift);
+  s->order = (uint8_t)order;
+  s->kind = (uint8_t)kind;
+  s->heap = (uint16_t)h->index;
+  h->mapped_bytes += (size_t)1 << (order + _hpcmem_heaps.block_shift);
+  map_run(h, s, s);
+  return s;
+}
+
+static void run_release(hpcmem_heap_t *h, hpcmem_span_t *s) {
+  size_t bytes = (size_t)1 << (s->order + _hpcmem_heaps.block_shift);
+  map_run(h, s, NULL);
+  int rc = _hpcmem_itree_free(&h->tree, (size_t)(s->start - h->base) >> _hpcmem_heaps.block_shift);
+  if (rc < 0) _hpcmem_fatal("heap %u: run at %p is not in the interval tree", h->index, (void *)s->start);
+  h->mapped_bytes -= bytes;
+  /* give the pages back: a released run is cold, and the tree may hand it to another class */
+  if (bytes >= 65536) _hpcmem_prim_decommit(s->start, bytes);
+  s->kind = 0;
+  s->next = h->desc_free;
+  h->desc_free = s;
+}
+
+/* ---- spans of small objects ---- */
+
+static void partial_push(hpcmem_heap_t *h, hpcmem_span_t *s) {
+  s->prev = NULL;
+  s->next = h->partial[s->cls];
+  if (s->next) s->next->prev = s;
+  h->partial[s->cls] = s;
+  s->in_partial = 1;
+}
+
+static void partial_remove(hpcmem_heap_t *h, hpcmem_span_t *s) {
+  if (s->prev) s->prev->next = s->next; else h->partial[s->cls] = s->next;
+  if (s->next) s->next->prev = s->prev;
+  s->in_partial = 0;
+  s->next = s->prev = NULL;
+}
+
+static hpcmem_span_t *span_new(hpcmem_heap_t *h, unsigned cls) {
+  size_t size = _hpcmem_class_size[cls];
+  size_t bytes = size * 8 > SPAN_MIN ? size * 8 : SPAN_MIN;
+  unsigned order = order_for(bytes);
+  hpcmem_span_t *s = run_new(h, order, HPCMEM_SPAN_SMALL);
+  if (!s) return NULL;
+  s->cls = (uint8_t)cls;
+  s->obj_size = (uint32_t)size;
+  s->magic = (((uint64_t)1 << 40) + size - 1) / size;
+  s->capacity = (uint32_t)(((size_t)1 << (order + _hpcmem_heaps.block_shift)) / size);
+  partial_push(h, s);
+  return s;
+}
+
+/* Return an empty span to the tree unless it is the class's last one. */
+static void span_maybe_release(hpcmem_heap_t *h, hpcmem_span_t *s) {
+  if (s->used || !s->in_partial) return;
+  if (h->partial[s->cls] == s && !s->next) return;   /* keep one span per class warm */
+  partial_remove(h, s);
+  h->free_small_bytes -= (uint64_t)s->bump * s->obj_size;   /* used == 0: every carved object is free */
+  run_release(h, s);
+}
+
+/* Take back objects other groups freed into our spans (heap lock held). */
+static void collect_remote(hpcmem_heap_t *h) {
+  hpcmem_span_t *s = __atomic_exchange_n(&h->pending, NULL, __ATOMIC_ACQUIRE);
+  while (s) {
+    hpcmem_span_t *next = s->pending_next;   /* read before the remote list is reopened */
+    __atomic_store_n(&s->pending, 0, __ATOMIC_RELAXED);
+    void *list = __atomic_exchange_n(&s->remote, NULL, __ATOMIC_ACQUIRE);
+    unsigned n = 0;
+    void *tail = NULL;
+    for (void *p = list; p; p = next_of(p)) { n++; tail = p; }
+    if (tail) { set_next(tail, s->free); s->free = list; }
+    s->used -= n;
+    h->free_small_bytes += (uint64_t)n * s->obj_size;
+    if (!s->in_partial) partial_push(h, s);
+    span_maybe_release(h, s);
+    s = next;
+  }
+}
+
+unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, void **list, unsigned want) {
+  unsigned got = 0;
+  void *head = NULL;
+  _hpcmem_lock(&h->lock);
+  if (__atomic_load_n(&h->pending, __ATOMIC_RELAXED)) collect_remote(h);
+  while (got < want) {
+    hpcmem_span_t *s = h->partial[cls];
+    if (!s && !(s = span_new(h, cls))) break;
+    unsigned before = got;
+    while (got < want && s->free) {           /* recycled objects first: they are warm */
+      void *p = s->free;
+      s->free = next_of(p);
+      set_next(p, head); head = p; got++;
+    }
+    h->free_small_bytes -= (uint64_t)(got - before) * s->obj_size;
+    while (got < want && s->bump < s->capacity) {   /* then carve fresh ones, lazily */
+      void *p = s->start + (size_t)s->bump++ * s->obj_size;
+      set_next(p, head); head = p; got++;
+    }
+    s->used += got - before;
+    if (!s->free && s->bump == s->capacity) partial_remove(h, s);
+  }
+  _hpcmem_unlock(&h->lock);
+  *list = head;
+  return got;
+}
+
+void _hpcmem_span_remote_free(hpcmem_span_t *s, void *p) {
+  void *old = __atomic_load_n(&s->remote, __ATOMIC_RELAXED);
+  do set_next(p, old);
+  while (!__atomic_compare_exchange_n(&s->remote, &old, p, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+  if (old == NULL && !__atomic_exchange_n(&s->pending, 1, __ATOMIC_ACQ_REL)) {
+    hpcmem_heap_t *h = &_hpcmem_heaps.heap[s->heap];
+    hpcmem_span_t *top = __atomic_load_n(&h->pending, __ATOMIC_RELAXED);
+    do s->pending_next = top;
+    while (!__atomic_compare_exchange_n(&h->pending, &top, s, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+  }
+}
+
+void _hpcmem_heap_flush(hpcmem_heap_t *mine, void *list, unsigned n, uint64_t *remote_count) {
+  int locked = 0;
+  while (list && n--) {
+    void *p = list;
+    list = next_of(p);
+    hpcmem_span_t *s = _hpcmem_span_of(p);
+    if (s->heap != mine->index) { _hpcmem_span_remote_free(s, p); (*remote_count)++; continue; }
+    if (!locked) { _hpcmem_lock(&mine->lock); locked = 1; }
+    set_next(p, s->free);
+    s->free = p;
+    s->used--;
+    mine->free_small_bytes += s->obj_size;
+    if (!s->in_partial) partial_push(mine, s);
+    else span_maybe_release(mine, s);
+  }
+  if (locked) _hpcmem_unlock(&mine->lock);
+}
+
+/* ---- direct runs ---- */
+
+void *_hpcmem_heap_run_alloc(hpcmem_heap_t *h, size_t size, size_t align) {
+  size_t need = size > align ? size : align;    /* runs are aligned to their own size */
+  if (need > ((size_t)1 << (HPCMEM_SLICE_SHIFT - 1))) return NULL;
+  _hpcmem_lock(&h->lock);
+  hpcmem_span_t *s = run_new(h, order_for(need), HPCMEM_SPAN_RUN);
+  if (s) s->run_size = (size_t)1 << (s->order + _hpcmem_heaps.block_shift);
+  _hpcmem_unlock(&h->lock);
+  return s ? s->start : NULL;
+}
+
+int _hpcmem_heap_run_free(hpcmem_span_t *s, void *p) {
+  hpcmem_heap_t *h = &_hpcmem_heaps.heap[s->heap];
+  _hpcmem_lock(&h->lock);
+  if (s->kind != HPCMEM_SPAN_RUN || s->start != (char *)p) { _hpcmem_unlock(&h->lock); return -EINVAL; }
+  run_release(h, s);
+  _hpcmem_unlock(&h->lock);
+  return 0;
+}
+
+/* ---- checks and fork ---- */
+
+int _hpcmem_heap_check(hpcmem_heap_t *h) {
+  int rc = 0;
+  _hpcmem_lock(&h->lock);
+  if (_hpcmem_itree_check(&h->tree) < 0) rc = -EFAULT;
+  uint64_t free_bytes = 0;
+  for (unsigned c = 1; c < HPCMEM_NCLASSES; c++) {
+    for (hpcmem_span_t *s = h->partial[c], *prev = NULL; s; prev = s, s = s->next) {
+      unsigned nfree = 0;
+      for (void *p = s->free; p && nfree <= s->capacity; p = next_of(p)) {
+        if (_hpcmem_span_of(p) != s || !_hpcmem_span_is_object(s, p)) {
+          _hpcmem_warn("heap %u: free list of span %p holds foreign %p", h->index, (void *)s->start, p);
+          rc = -EFAULT; break;
+        }
+        nfree++;
+      }
+      if (s->cls != c || s->prev != prev || !s->in_partial || s->bump > s->capacity ||
+          s->used + nfree != s->bump || _hpcmem_itree_order(&h->tree, (size_t)(s->start - h->base) >> _hpcmem_heaps.block_shift) != s->order) {
+        _hpcmem_warn("heap %u: span %p of class %u is inconsistent (used %u free %u carved %u of %u)",
+                     h->index, (void *)s->start, c, s->used, nfree, s->bump, s->capacity);
+        rc = -EFAULT;
+      }
+      free_bytes += (uint64_t)nfree * s->obj_size;
+    }
+  }
+  if (free_bytes != h->free_small_bytes && !__atomic_load_n(&h->pending, __ATOMIC_RELAXED)) {
+    _hpcmem_warn("heap %u: %llu free bytes in spans, %llu counted", h->index,
+                 (unsigned long long)free_bytes, (unsigned long long)h->free_small_bytes);
+    rc = -EFAULT;
+  }
+  _hpcmem_unlock(&h->lock);
+  return rc;
+}
+
+void _hpcmem_heaps_fork_prepare(void) {
+  for (unsigned i = 0; i < _hpcmem_heaps.count; i++) _hpcmem_lock(&_hpcmem_heaps.heap[i].lock);
+}
+void _hpcmem_heaps_fork_parent(void) {
+  for (unsigned i = 0; i < _hpcmem_heaps.count; i++) _hpcmem_unlock(&_hpcmem_heaps.heap[i].lock);
+}
+void _hpcmem_heaps_fork_child(void) { _hpcmem_heaps_fork_parent(); }

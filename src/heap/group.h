@@ -1,0 +1,106 @@
+/* Thread-group heaps (Mmalloc, DESIGN.md tier 2).
+ *
+ * C heaps, no global heap.  The data area is one reservation cut into C
+ * slices of 2^HPCMEM_SLICE_SHIFT bytes, so the heap of an address is its high
+ * bits and the datablock its low bits.  Each heap manages its slice with an
+ * interval tree (itree.h) of power-of-two runs of datablocks.  A run is either
+ * a span (carved into objects of one size class, handed to thread caches in
+ * batches) or a direct run (one allocation: sizes above the largest class
+ * that stay below the large threshold, and large alignments).  Every run's
+ * record (its "data manager", hpcmem_span_t) lives in the heap's management
+ * area, never in front of the data; a page map in the management area gives
+ * the record of any datablock in O(1) for the free fast path, and the tree
+ * search (_hpcmem_itree_free) validates runs when they are given back.
+ *
+ * Frees from a thread of another group go onto the span's lock-free remote
+ * list; the owner collects them when it next refills, so a remote free never
+ * takes the owner's lock. */
+#ifndef HPCMEM_HEAP_GROUP_H
+#define HPCMEM_HEAP_GROUP_H
+#include <stddef.h>
+#include <stdint.h>
+#include "heap/itree.h"
+#include "heap/sizeclass.h"
+#include "util/lock.h"
+
+#define HPCMEM_SLICE_SHIFT 34          /* 16 GiB of address space per heap */
+#define HPCMEM_MAX_HEAPS 64
+
+enum { HPCMEM_SPAN_SMALL = 1, HPCMEM_SPAN_RUN = 2 };
+
+typedef struct hpcmem_span {
+  char *start;
+  uint64_t magic;            /* ceil(2^40 / obj_size): object index without a division */
+  uint32_t obj_size;
+  uint32_t capacity;         /* objects in the span */
+  uint32_t used;             /* objects out of the span (with users, in caches, on the remote list) */
+  uint32_t bump;             /* objects carved so far (the rest were never touched) */
+  uint8_t cls, kind, order, in_partial;
+  uint16_t heap;
+  uint8_t pending;           /* on the heap's pending stack */
+  uint8_t pad_;
+  size_t run_size;           /* direct runs: usable size */
+  void *free;                /* owner-lock protected */
+  void *remote;              /* lock-free stack of objects freed by other groups */
+  struct hpcmem_span *next, *prev, *pending_next;
+} hpcmem_span_t;
+
+typedef struct hpcmem_heap {
+  hpcmem_lock_t lock;
+  unsigned index;
+  char *base;
+  hpcmem_itree_t tree;
+  hpcmem_span_t **pagemap;
+  hpcmem_span_t *partial[HPCMEM_NCLASSES];   /* spans with objects to give */
+  hpcmem_span_t *pending;                    /* spans with remote frees (lock-free push) */
+  hpcmem_span_t *desc_free;
+  hpcmem_span_t *desc_next, *desc_end;
+  uint64_t mapped_bytes;                     /* bytes of runs taken from the tree */
+  uint64_t free_small_bytes;                 /* bytes in span free lists (retained) */
+} hpcmem_heap_t;
+
+typedef struct hpcmem_heaps {
+  char *base;
+  size_t size;                /* count << HPCMEM_SLICE_SHIFT */
+  unsigned count, block_shift;
+  hpcmem_heap_t heap[HPCMEM_MAX_HEAPS];
+} hpcmem_heaps_t;
+
+extern hpcmem_heaps_t _hpcmem_heaps;
+
+int _hpcmem_heaps_init(unsigned count, unsigned block_shift);
+
+/* The record of the run holding p, or NULL when p is not in a live run. */
+static inline hpcmem_span_t *_hpcmem_span_of(const void *p) {
+  uintptr_t off = (uintptr_t)p - (uintptr_t)_hpcmem_heaps.base;
+  if (off >= _hpcmem_heaps.size) return NULL;
+  hpcmem_heap_t *h = &_hpcmem_heaps.heap[off >> HPCMEM_SLICE_SHIFT];
+  return h->pagemap[(off & (((uintptr_t)1 << HPCMEM_SLICE_SHIFT) - 1)) >> _hpcmem_heaps.block_shift];
+}
+/* p is the start of an object of span s (not interior, not misaligned). */
+static inline int _hpcmem_span_is_object(const hpcmem_span_t *s, const void *p) {
+  uint64_t off = (uint64_t)((const char *)p - s->start);
+  uint64_t idx = (off * s->magic) >> 40;
+  return idx * s->obj_size == off && idx < s->bump;
+}
+
+/* Up to `want` objects of class cls from heap h, linked through their first
+ * word; returns how many (0: out of memory). */
+unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, void **list, unsigned want);
+/* Give back n objects linked through their first word (any spans, any heaps):
+ * those of heap `mine` under its lock, the others onto remote lists. */
+void _hpcmem_heap_flush(hpcmem_heap_t *mine, void *list, unsigned n, uint64_t *remote_count);
+/* Push one object of span s onto its remote list (no lock). */
+void _hpcmem_span_remote_free(hpcmem_span_t *s, void *p);
+
+/* Direct runs: one allocation of at least size bytes aligned to align. */
+void *_hpcmem_heap_run_alloc(hpcmem_heap_t *h, size_t size, size_t align);
+int _hpcmem_heap_run_free(hpcmem_span_t *s, void *p);
+
+/* Invariants of one heap (tree, page map, span counts): 0 or -EFAULT. */
+int _hpcmem_heap_check(hpcmem_heap_t *h);
+void _hpcmem_heaps_fork_prepare(void);
+void _hpcmem_heaps_fork_parent(void);
+void _hpcmem_heaps_fork_child(void);
+
+#endif

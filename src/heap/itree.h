@@ -1,0 +1,45 @@
+/* The interval tree of a thread-group heap (Mmalloc, DESIGN.md tier 2).
+ *
+ * A heap's data area is a power-of-two number of datablocks.  The tree is an
+ * implicit, perfectly balanced binary tree over those blocks: node 1 covers
+ * the whole area, node i's children 2i and 2i+1 cover its two halves.  Every
+ * node carries the free space of its subtree (as a used-block count) and the
+ * order of the longest free power-of-two run inside it.  Allocation of a run
+ * of 2^k blocks descends from the root towards the side with MORE free space
+ * among the sides that can hold the run (the paper's workflow), and marks the
+ * node it stops at as one allocation (a "data manager").  Freeing searches the
+ * tree from the root along the address bits of the block index.
+ *
+ * All of it lives in a management area apart from the data; both arrays are
+ * zero when fresh and zero means "free", so untouched parts of a huge tree
+ * cost no memory.  Allocation is confined to the leftmost `extent` blocks,
+ * doubled when they are full, which keeps a young heap compact.
+ * Not thread-safe: the owning heap's lock protects it. */
+#ifndef HPCMEM_HEAP_ITREE_H
+#define HPCMEM_HEAP_ITREE_H
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct hpcmem_itree {
+  uint8_t *code;        /* per node: bit 7 = allocated as one run; low bits = order - longest free order */
+  uint32_t *used;       /* per node: blocks in use in the subtree */
+  unsigned depth;       /* leaves are at this depth; node count is 2^(depth+1) */
+  unsigned extent_order;/* allocation confined to the first 2^extent_order blocks */
+  uint64_t used_blocks;
+} hpcmem_itree_t;
+
+/* Bytes of management area for a tree over 2^depth blocks. */
+size_t _hpcmem_itree_mgmt_size(unsigned depth);
+/* mgmt must be zeroed memory of _hpcmem_itree_mgmt_size(depth) bytes. */
+void _hpcmem_itree_init(hpcmem_itree_t *t, void *mgmt, unsigned depth, unsigned initial_extent_order);
+/* A run of 2^order blocks: its first block index, or -1 when none is free. */
+int64_t _hpcmem_itree_alloc(hpcmem_itree_t *t, unsigned order);
+/* Free the run that starts at block idx: its order, or -EINVAL when idx is not
+ * the first block of an allocated run (interior or unallocated: double free). */
+int _hpcmem_itree_free(hpcmem_itree_t *t, uint64_t idx);
+/* Order of the allocated run starting at idx, or -EINVAL. */
+int _hpcmem_itree_order(const hpcmem_itree_t *t, uint64_t idx);
+/* Check every invariant of the reachable tree: 0, or -EFAULT with a message. */
+int _hpcmem_itree_check(const hpcmem_itree_t *t);
+
+#endif

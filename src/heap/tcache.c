@@ -1,0 +1,125 @@
+/* Thread caches (see tcache.h). */
+#include "config.h"
+#include "heap/tcache.h"
+#include "prim/prim.h"
+#include "util/lock.h"
+#include "util/log.h"
+#include <sched.h>
+#include <string.h>
+
+__thread hpcmem_tcache_t *_hpcmem_tc __attribute__((tls_model("initial-exec")));
+uint64_t _hpcmem_free_key;
+unsigned (*_hpcmem_cpu_to_group)(int cpu);
+
+/* Caches are never unmapped: an exited thread's cache goes on a free list
+ * for the next thread, its statistics stay in it. */
+static hpcmem_lock_t registry_lock = HPCMEM_LOCK_INIT;
+static hpcmem_tcache_t *all_caches;
+static char *pool_next, *pool_end;
+
+#define BIN_BYTES (128u << 10)   /* a bin holds about this many bytes at most */
+
+void _hpcmem_tcache_init_process(void) {
+  _hpcmem_free_key = _hpcmem_prim_random64() | 1;
+}
+
+static void bins_init(hpcmem_tcache_t *t) {
+  for (unsigned c = 1; c < HPCMEM_NCLASSES; c++) {
+    uint32_t max = BIN_BYTES / _hpcmem_class_size[c];
+    t->bin[c].max = max < 4 ? 4 : max > 512 ? 512 : max;
+  }
+}
+
+void _hpcmem_tcache_rebind(hpcmem_tcache_t *t) {
+  int cpu = sched_getcpu();
+  unsigned g = cpu < 0 ? 0 : _hpcmem_cpu_to_group ? _hpcmem_cpu_to_group(cpu) : (unsigned)cpu;
+  t->heap = &_hpcmem_heaps.heap[g % _hpcmem_heaps.count];
+}
+
+hpcmem_tcache_t *_hpcmem_tcache_get(void) {
+  hpcmem_tcache_t *t = _hpcmem_tc;
+  if (t) return t;
+  _hpcmem_lock(&registry_lock);
+  for (hpcmem_tcache_t *c = all_caches; c; c = c->next_all)
+    if (!c->live) { t = c; break; }              /* reuse an exited thread's cache and counters */
+  if (!t) {
+    size_t sz = (sizeof *t + 63) & ~(size_t)63;
+    if (pool_next + sz > pool_end) {
+      size_t chunk = (size_t)1 << 20;
+      pool_next = _hpcmem_prim_reserve(chunk, 4096);
+      if (!pool_next) { _hpcmem_unlock(&registry_lock); return NULL; }
+      pool_end = pool_next + chunk;
+    }
+    t = (hpcmem_tcache_t *)pool_next;
+    pool_next += sz;
+    bins_init(t);
+    t->next_all = all_caches;
+    all_caches = t;
+  }
+  t->live = 1;
+  _hpcmem_unlock(&registry_lock);
+  _hpcmem_tcache_rebind(t);
+  _hpcmem_tc = t;
+  return t;
+}
+
+void *_hpcmem_tcache_refill(hpcmem_tcache_t *t, unsigned cls) {
+  hpcmem_bin_t *b = &t->bin[cls];
+  void *list;
+  unsigned want = b->max / 2 ? b->max / 2 : 1;
+  unsigned got = _hpcmem_heap_refill(t->heap, cls, &list, want);
+  if (!got) {   /* this group's slice is full: borrow from the other groups */
+    for (unsigned i = 1; i < _hpcmem_heaps.count && !got; i++)
+      got = _hpcmem_heap_refill(&_hpcmem_heaps.heap[(t->heap->index + i) % _hpcmem_heaps.count], cls, &list, want);
+    if (!got) return NULL;
+  }
+  void *p = list;
+  b->head = *(void **)p;   /* hand out the first, cache the rest */
+  b->count += got - 1;
+  for (void *q = b->head; q; q = *(void **)q) ((uint64_t *)q)[1] = _hpcmem_free_key;
+  return p;
+}
+
+void _hpcmem_tcache_flush(hpcmem_tcache_t *t, unsigned cls) {
+  hpcmem_bin_t *b = &t->bin[cls];
+  unsigned n = b->count - b->max / 2;
+  void *list = b->head, *cut = list;
+  for (unsigned i = 1; i < n; i++) cut = *(void **)cut;
+  b->head = *(void **)cut;
+  *(void **)cut = NULL;
+  b->count -= n;
+  _hpcmem_heap_flush(t->heap, list, n, &t->st.remote_free_count);
+}
+
+void _hpcmem_tcache_flush_all(hpcmem_tcache_t *t) {
+  for (unsigned c = 1; c < HPCMEM_NCLASSES; c++) {
+    hpcmem_bin_t *b = &t->bin[c];
+    if (!b->count) continue;
+    _hpcmem_heap_flush(t->heap, b->head, b->count, &t->st.remote_free_count);
+    b->head = NULL;
+    b->count = 0;
+  }
+}
+
+int _hpcmem_tcache_contains(hpcmem_tcache_t *t, unsigned cls, const void *p) {
+  unsigned n = 0;
+  for (void *q = t->bin[cls].head; q && n <= t->bin[cls].count; q = *(void **)q, n++)
+    if (q == p) return 1;
+  return 0;
+}
+
+void _hpcmem_tcache_merge_stats(hpcmem_stats_t *out, uint64_t *cur_unpublished) {
+  _hpcmem_lock(&registry_lock);
+  for (hpcmem_tcache_t *t = all_caches; t; t = t->next_all) {
+#define HPCMEM_MERGE_(name, kind, help) \
+    if (#kind[0] == 'S') out->name += t->st.name; else if (t->st.name > out->name) out->name = t->st.name;
+    HPCMEM_STATS_FIELDS(HPCMEM_MERGE_)
+#undef HPCMEM_MERGE_
+    out->alloc_count += t->n_alloc;
+    out->free_count += t->n_free;
+    out->bytes_allocated += t->b_alloc;
+    out->bytes_freed += t->b_freed;
+    *cur_unpublished += (uint64_t)((int64_t)(t->b_alloc - t->b_freed) - t->published);
+  }
+  _hpcmem_unlock(&registry_lock);
+}

@@ -1,0 +1,249 @@
+// The malloc family as drop-in replacements (public behaviour only).  This
+// program is linked with libhpcmem, so every allocation in it, gtest's own
+// included, comes from libhpcmem.
+#include <gtest/gtest.h>
+#include <malloc.h>
+#include <stdint.h>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <new>
+#include <vector>
+#include "hpcmem.h"
+
+extern "C" void cfree(void *);
+
+namespace {
+bool aligned(const void *p, size_t a) { return ((uintptr_t)p & (a - 1)) == 0; }
+void fill_check(void *p, size_t n, unsigned char v) {
+  memset(p, v, n);
+  for (size_t i = 0; i < n; i += 61) ASSERT_EQ(((unsigned char *)p)[i], v);
+}
+const size_t kSizes[] = {0, 1, 8, 15, 16, 17, 100, 1000, 1024, 1025, 4096, 10000, 65536, 100000,
+                         131071, 131072, 200000, 1 << 20, 5 << 20, 64 << 20};
+}  // namespace
+
+TEST(malloc, every_size_is_usable_aligned_and_distinct) {
+  std::vector<void *> v;
+  std::set<void *> seen;
+  for (size_t n : kSizes) {
+    void *p = malloc(n);
+    ASSERT_NE(p, nullptr) << n;
+    EXPECT_TRUE(aligned(p, 16)) << n;
+    EXPECT_GE(malloc_usable_size(p), n);
+    EXPECT_TRUE(seen.insert(p).second);
+    fill_check(p, n, (unsigned char)n);
+    v.push_back(p);
+  }
+  for (void *p : v) free(p);
+  EXPECT_EQ(hpcmem_check(), 0);
+}
+
+TEST(malloc, zero_returns_unique_freeable_pointers) {
+  void *a = malloc(0), *b = malloc(0);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_NE(a, b);
+  free(a);
+  free(b);
+}
+
+TEST(malloc, impossible_size_is_enomem) {
+  errno = 0;
+  EXPECT_EQ(malloc(SIZE_MAX), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  errno = 0;
+  EXPECT_EQ(malloc((size_t)PTRDIFF_MAX + 1), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  errno = 0;
+  EXPECT_EQ(malloc((size_t)1 << 46), nullptr);   // 64 TiB: larger than the large region
+  EXPECT_EQ(errno, ENOMEM);
+}
+
+TEST(malloc, reuses_freed_memory) {
+  void *p = malloc(48);
+  free(p);
+  void *q = malloc(48);
+  EXPECT_EQ(p, q);   // LIFO thread cache
+  free(q);
+}
+
+TEST(free, null_is_a_no_op) { free(nullptr); SUCCEED(); }
+
+TEST(calloc, zeroes_memory_even_when_recycled) {
+  for (size_t n : {16, 256, 4000, 300000}) {
+    unsigned char *p = (unsigned char *)malloc(n);
+    memset(p, 0xAB, n);
+    free(p);
+    unsigned char *q = (unsigned char *)calloc(1, n);
+    ASSERT_NE(q, nullptr);
+    for (size_t i = 0; i < n; i++) ASSERT_EQ(q[i], 0) << n << " " << i;
+    free(q);
+  }
+}
+
+TEST(calloc, overflow_is_enomem) {
+  errno = 0;
+  EXPECT_EQ(calloc(SIZE_MAX / 2, 3), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  errno = 0;
+  EXPECT_EQ(calloc((size_t)1 << 33, (size_t)1 << 33), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  void *p = calloc(0, 10);
+  EXPECT_NE(p, nullptr);
+  free(p);
+}
+
+TEST(realloc, keeps_contents_across_tiers) {
+  size_t sizes[] = {10, 100, 3000, 70000, 200000, 3 << 20, 1000, 24};
+  unsigned char *p = (unsigned char *)realloc(nullptr, 5);   // realloc(NULL, n) == malloc(n)
+  ASSERT_NE(p, nullptr);
+  memset(p, 7, 5);
+  size_t have = 5;
+  for (size_t n : sizes) {
+    p = (unsigned char *)realloc(p, n);
+    ASSERT_NE(p, nullptr);
+    size_t keep = have < n ? have : n;
+    for (size_t i = 0; i < keep; i++) ASSERT_EQ(p[i], (unsigned char)(i % 251)) << n << " " << i;
+    for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(i % 251);
+    have = n;
+  }
+  free(p);
+  EXPECT_EQ(hpcmem_check(), 0);
+}
+
+TEST(realloc, to_zero_frees_and_returns_null) {
+  void *p = malloc(100);
+  EXPECT_EQ(realloc(p, 0), nullptr);
+}
+
+TEST(realloc, impossible_size_keeps_the_block) {
+  char *p = (char *)malloc(100);
+  strcpy(p, "still here");
+  errno = 0;
+  EXPECT_EQ(realloc(p, SIZE_MAX - 100), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  EXPECT_STREQ(p, "still here");
+  free(p);
+}
+
+TEST(realloc, shrinking_a_large_block_stays_in_place) {
+  void *p = malloc(8 << 20);
+  void *q = realloc(p, 6 << 20);
+  EXPECT_EQ(p, q);
+  EXPECT_GE(malloc_usable_size(q), (size_t)6 << 20);
+  free(q);
+}
+
+TEST(reallocarray, checks_overflow) {
+  void *p = reallocarray(nullptr, 10, 10);
+  ASSERT_NE(p, nullptr);
+  errno = 0;
+  EXPECT_EQ(reallocarray(p, SIZE_MAX / 2, 4), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  p = reallocarray(p, 20, 20);
+  ASSERT_NE(p, nullptr);
+  free(p);
+}
+
+TEST(posix_memalign, all_alignments_and_sizes) {
+  for (size_t a = sizeof(void *); a <= ((size_t)1 << 22); a *= 2)
+    for (size_t n : {1, 24, 100, 5000, 70000, 300000}) {
+      void *p = nullptr;
+      ASSERT_EQ(posix_memalign(&p, a, n), 0) << a << " " << n;
+      EXPECT_TRUE(aligned(p, a)) << a << " " << n;
+      EXPECT_GE(malloc_usable_size(p), n);
+      fill_check(p, n, 0x5A);
+      free(p);
+    }
+  EXPECT_EQ(hpcmem_check(), 0);
+}
+
+TEST(posix_memalign, bad_alignment_is_einval) {
+  void *p = (void *)1;
+  EXPECT_EQ(posix_memalign(&p, 24, 10), EINVAL);
+  EXPECT_EQ(posix_memalign(&p, 4, 10), EINVAL);    // not a multiple of sizeof(void *)
+  EXPECT_EQ(posix_memalign(&p, 0, 10), EINVAL);
+  EXPECT_EQ(p, (void *)1);                          // untouched on error
+  EXPECT_EQ(posix_memalign(&p, 64, SIZE_MAX), ENOMEM);
+}
+
+TEST(aligned_alloc, aligns_and_rejects_bad_alignment) {
+  void *p = aligned_alloc(4096, 4096 * 3);
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(aligned(p, 4096));
+  free(p);
+  errno = 0;
+  EXPECT_EQ(aligned_alloc(3, 30), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+}
+
+TEST(memalign, aligns_and_rejects_bad_alignment) {
+  void *p = memalign(256, 1000);
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(aligned(p, 256));
+  free(p);
+  errno = 0;
+  EXPECT_EQ(memalign(100, 30), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+}
+
+TEST(valloc, page_aligned) {
+  void *p = valloc(10);
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(aligned(p, 4096));
+  free(p);
+}
+
+TEST(pvalloc, rounds_up_to_pages) {
+  void *p = pvalloc(5000);
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(aligned(p, 4096));
+  EXPECT_GE(malloc_usable_size(p), (size_t)8192);
+  free(p);
+  p = pvalloc(0);
+  ASSERT_NE(p, nullptr);
+  EXPECT_GE(malloc_usable_size(p), (size_t)4096);
+  free(p);
+  errno = 0;
+  EXPECT_EQ(pvalloc(SIZE_MAX - 10), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+}
+
+TEST(malloc_usable_size, null_and_sizes) {
+  EXPECT_EQ(malloc_usable_size(nullptr), 0u);
+  void *p = malloc(33);
+  EXPECT_EQ(malloc_usable_size(p), 48u);   // its size class
+  free(p);
+}
+
+TEST(cfree, frees) {
+  void *p = malloc(10);
+  cfree(p);
+  SUCCEED();
+}
+
+TEST(operator_new, plain_array_aligned_nothrow) {
+  int *i = new int(5);
+  EXPECT_EQ(*i, 5);
+  delete i;
+  double *d = new double[1000];
+  d[999] = 1;
+  delete[] d;
+  struct alignas(256) Big { char c[300]; };
+  Big *b = new Big;
+  EXPECT_TRUE(aligned(b, 256));
+  delete b;
+  Big *bs = new Big[3];
+  EXPECT_TRUE(aligned(bs, 256));
+  delete[] bs;
+  char *n = new (std::nothrow) char[100];
+  EXPECT_NE(n, nullptr);
+  delete[] n;
+  EXPECT_EQ(new (std::nothrow) char[(size_t)1 << 50], nullptr);
+}
+
+TEST(operator_new, throws_bad_alloc) {
+  EXPECT_THROW({ char *p = new char[(size_t)1 << 50]; delete[] p; }, std::bad_alloc);
+}

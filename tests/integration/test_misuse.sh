@@ -1,0 +1,32 @@
+#!/bin/sh
+# Misuse is caught, reported with the address and what was wrong, then handled
+# as HPCMEM_ON_ERROR says (abort by default, warn, ignore).
+prog="$top_builddir/tests/integration/misuse"
+fails=0
+check() {  # name mode kind expected-exit expected-text
+  name=$1 mode=$2 kind=$3 want=$4 text=$5
+  out=$(HPCMEM_ON_ERROR=$mode "$prog" "$kind" 2>&1); rc=$?
+  ok=1
+  [ "$rc" = "$want" ] || ok=0
+  if [ -n "$text" ]; then echo "$out" | grep -q -- "$text" || ok=0; fi
+  if [ "$mode" = ignore ]; then echo "$out" | grep -q 'libhpcmem' && ok=0; fi
+  if [ $ok = 1 ]; then echo "[       OK ] misuse.$name"
+  else echo "[  FAILED  ] misuse.$name (exit $rc, want $want; output: $out)"; fails=$((fails + 1)); fi
+}
+ABRT=134
+check interior_abort abort interior $ABRT "free(0x[0-9a-f]*): pointer into the middle of a block"
+check interior_warn warn interior 0 "libhpcmem: warning: free(0x[0-9a-f]*): pointer into the middle"
+check interior_ignore ignore interior 0 "survived errors=1"
+check double_abort abort double $ABRT "double free"
+check double_warn warn double 0 "double free"
+check foreign_abort abort foreign $ABRT "foreign pointer"
+check foreign_warn warn foreign 0 "foreign pointer"
+check stack_warn warn stack 0 "foreign pointer"
+check interior_large_warn warn interior-large 0 "not the start of a block"
+check misaligned_large_warn warn misaligned-large 0 "not the start of a block"
+check double_large_abort abort double-large $ABRT "double free"
+check double_large_warn warn double-large 0 "double free"
+check realloc_foreign_warn warn realloc-foreign 0 "realloc(0x[0-9a-f]*): pointer was not allocated by libhpcmem"
+check unallocated_warn warn unallocated 0 "free(0x[0-9a-f]*)"
+check default_is_abort "" double $ABRT "aborting"
+[ $fails = 0 ]

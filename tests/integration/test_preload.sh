@@ -1,0 +1,34 @@
+#!/bin/sh
+# Real programs from Debian under LD_PRELOAD=libhpcmem.so give the same output
+# as without it.
+lib="$HPCMEM_LIB"
+fails=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+compare() {  # name command...
+  name=$1; shift
+  "$@" > "$tmp/plain" 2>&1; rc1=$?
+  LD_PRELOAD="$lib" "$@" > "$tmp/hpcmem" 2>&1; rc2=$?
+  if [ $rc1 = $rc2 ] && cmp -s "$tmp/plain" "$tmp/hpcmem"; then echo "[       OK ] preload.$name"
+  else echo "[  FAILED  ] preload.$name (exit $rc1 vs $rc2)"; diff "$tmp/plain" "$tmp/hpcmem" | head -5; fails=$((fails + 1)); fi
+}
+# an allocation-heavy script: dicts, lists, strings, big integers
+cat > "$tmp/alloc.py" <<'PY'
+import hashlib, random
+random.seed(7)
+d = {}
+for i in range(200000):
+    d[str(i) * (i % 7 + 1)] = [i] * (i % 13)
+s = sorted(d.items(), key=lambda kv: (len(kv[1]), kv[0]))[:5]
+big = 1
+for i in range(1, 3000): big *= i
+blobs = [bytes(random.getrandbits(8) for _ in range(random.randint(1, 5000))) for _ in range(300)]
+print(len(d), s[0][0], len(str(big)), hashlib.sha256(b"".join(blobs)).hexdigest())
+PY
+compare python3 python3 "$tmp/alloc.py"
+seq 1 400000 | awk '{print ($1 * 7919) % 100003, $1}' > "$tmp/data"
+compare sort sort -n "$tmp/data"
+compare sort_parallel sort --parallel=2 -S 50M -k2,2 "$tmp/data"
+compare gzip sh -c "gzip -c '$tmp/data' | gzip -dc | md5sum"
+compare perl perl -e 'my %h; $h{$_ % 5000} .= "x" x ($_ % 50) for 1..300000; print scalar(keys %h), " ", length(join("", values %h)), "\n"'
+[ $fails = 0 ]

@@ -1,0 +1,114 @@
+// hpcmem_stats, hpcmem_stats_reset_peak, hpcmem_stats_print, hpcmem_timeline,
+// hpcmem_clock_ns, hpcmem_start_ns, hpcmem_check.
+#include <gtest/gtest.h>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+#include "hpcmem.h"
+
+static hpcmem_stats_t snap() {
+  hpcmem_stats_t s;
+  EXPECT_EQ(hpcmem_stats(&s), 0);
+  return s;
+}
+
+TEST(hpcmem_stats, counts_allocations_and_frees) {
+  hpcmem_stats_t a = snap();
+  std::vector<void *> v;
+  for (int i = 0; i < 1000; i++) v.push_back(malloc(100));
+  hpcmem_stats_t b = snap();
+  EXPECT_GE(b.alloc_count - a.alloc_count, 1000u);
+  EXPECT_GE(b.bytes_allocated - a.bytes_allocated, 100000u);
+  for (void *p : v) free(p);
+  hpcmem_stats_t c = snap();
+  EXPECT_GE(c.free_count - b.free_count, 1000u);
+  EXPECT_GE(c.small_alloc_count, 1000u);
+}
+
+TEST(hpcmem_stats, large_blocks_move_current_and_peak_exactly) {
+  hpcmem_stats_t a = snap();
+  void *p = malloc(64 << 20);
+  hpcmem_stats_t b = snap();
+  // usable size: the request rounded to the large tier's alignment
+  EXPECT_GE(b.current_bytes - a.current_bytes, (uint64_t)64 << 20);
+  EXPECT_LE(b.current_bytes - a.current_bytes, ((uint64_t)64 << 20) + 4096);
+  EXPECT_GE(b.peak_bytes, b.current_bytes);
+  EXPECT_GE(b.large_alloc_count, a.large_alloc_count + 1);
+  EXPECT_GE(b.largest_alloc, (uint64_t)64 << 20);
+  free(p);
+  hpcmem_stats_t c = snap();
+  EXPECT_LE(c.current_bytes + ((uint64_t)60 << 20), b.current_bytes);
+  EXPECT_GE(c.peak_bytes, b.current_bytes);   // the peak stays
+  EXPECT_GE(c.large_free_count, b.large_free_count + 1);
+  EXPECT_GE(c.peak_time_ns, hpcmem_start_ns());
+}
+
+TEST(hpcmem_stats, threads_are_merged_after_they_exit) {
+  hpcmem_stats_t a = snap();
+  std::thread t([] { for (int i = 0; i < 500; i++) free(malloc(32)); });
+  t.join();
+  hpcmem_stats_t b = snap();
+  EXPECT_GE(b.alloc_count - a.alloc_count, 500u);
+  EXPECT_GE(b.free_count - a.free_count, 500u);
+}
+
+TEST(hpcmem_stats, rejects_null) { EXPECT_EQ(hpcmem_stats(nullptr), -EINVAL); }
+
+TEST(hpcmem_stats_reset_peak, starts_a_new_phase) {
+  void *p = malloc(32 << 20);
+  free(p);
+  ASSERT_EQ(hpcmem_stats_reset_peak(), 0);
+  hpcmem_stats_t s = snap();
+  EXPECT_LT(s.peak_bytes, s.current_bytes + (1u << 20));
+}
+
+TEST(hpcmem_stats_print, one_line_per_field) {
+  hpcmem_stats_t s = snap();
+  char *buf = nullptr;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  ASSERT_EQ(hpcmem_stats_print(f, &s), 0);
+  fclose(f);
+  std::string text(buf, len);
+  free(buf);
+  for (const char *field : {"current_bytes ", "peak_bytes ", "alloc_count ", "alloc_time_ns "})
+    EXPECT_NE(text.find(field), std::string::npos) << field;
+  EXPECT_EQ(hpcmem_stats_print(nullptr, &s), -EINVAL);
+  EXPECT_EQ(hpcmem_stats_print(stdout, nullptr), -EINVAL);
+}
+
+TEST(hpcmem_timeline, records_the_peak) {
+  ASSERT_EQ(hpcmem_stats_reset_peak(), 0);
+  void *p = malloc(48 << 20);
+  memset(p, 1, 4096);
+  free(p);
+  size_t n = hpcmem_timeline(nullptr, 0);
+  ASSERT_GT(n, 0u);
+  std::vector<hpcmem_sample_t> v(n);
+  EXPECT_EQ(hpcmem_timeline(v.data(), n), n);
+  hpcmem_stats_t s = snap();
+  uint64_t best = 0;
+  for (auto &x : v) best = x.bytes > best ? x.bytes : best;
+  EXPECT_EQ(best, s.peak_bytes);
+  for (size_t i = 1; i < n; i++) EXPECT_GE(v[i].t_ns, v[i - 1].t_ns);
+}
+
+TEST(hpcmem_clock_ns, is_monotonic_and_after_start) {
+  uint64_t a = hpcmem_clock_ns(), b = hpcmem_clock_ns();
+  EXPECT_LE(a, b);
+  EXPECT_LE(hpcmem_start_ns(), a);
+}
+
+TEST(hpcmem_start_ns, is_set) { EXPECT_GT(hpcmem_start_ns(), 0u); }
+
+TEST(hpcmem_check, consistent_after_mixed_work) {
+  std::vector<void *> v;
+  for (int i = 0; i < 3000; i++) v.push_back(malloc((size_t)(i * 37) % 300000 + 1));
+  for (size_t i = 0; i < v.size(); i += 2) free(v[i]);
+  EXPECT_EQ(hpcmem_check(), 0);
+  for (size_t i = 1; i < v.size(); i += 2) free(v[i]);
+  EXPECT_EQ(hpcmem_check(), 0);
+}
