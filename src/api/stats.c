@@ -25,6 +25,7 @@ static hpcmem_sample_t timeline[TIMELINE_MAX];
 static size_t timeline_n;
 static int64_t timeline_last;
 static uint64_t timeline_step_shift;   /* halvings done when the buffer filled */
+static int last_was_peak;
 
 void _hpcmem_stats_init(void) { start_time = _hpcmem_prim_now_ns(); }
 
@@ -42,7 +43,6 @@ static void timeline_thin(void) {
 /* A sample when the total moved by a step since the last one; a new peak
  * always gets a sample, replacing the previous sample when that was the
  * peak too, so a climb costs one slot and the maximum is always present. */
-static int last_was_peak;
 static void timeline_add(uint64_t t, int64_t bytes, int new_peak) {
   int64_t step = peak >> 6;
   if (step < ((int64_t)1 << 20)) step = (int64_t)1 << 20;
@@ -107,6 +107,9 @@ EXPORT int hpcmem_stats_reset_peak(void) {
   hpcmem_stats(&s);
   __atomic_store_n(&peak, (int64_t)s.current_bytes, __ATOMIC_RELAXED);
   __atomic_store_n(&peak_time, _hpcmem_prim_now_ns(), __ATOMIC_RELAXED);
+  _hpcmem_lock(&timeline_lock);
+  last_was_peak = 0;            /* the old peak's sample stays in the timeline */
+  _hpcmem_unlock(&timeline_lock);
   return 0;
 }
 

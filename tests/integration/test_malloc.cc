@@ -99,7 +99,7 @@ TEST(realloc, keeps_contents_across_tiers) {
   size_t sizes[] = {10, 100, 3000, 70000, 200000, 3 << 20, 1000, 24};
   unsigned char *p = (unsigned char *)realloc(nullptr, 5);   // realloc(NULL, n) == malloc(n)
   ASSERT_NE(p, nullptr);
-  memset(p, 7, 5);
+  for (size_t i = 0; i < 5; i++) p[i] = (unsigned char)(i % 251);
   size_t have = 5;
   for (size_t n : sizes) {
     p = (unsigned char *)realloc(p, n);
@@ -245,5 +245,8 @@ TEST(operator_new, plain_array_aligned_nothrow) {
 }
 
 TEST(operator_new, throws_bad_alloc) {
-  EXPECT_THROW({ char *p = new char[(size_t)1 << 50]; delete[] p; }, std::bad_alloc);
+  volatile size_t huge = (size_t)1 << 50;   // volatile: the compiler may not elide the pair
+  char *volatile keep = nullptr;
+  EXPECT_THROW({ keep = new char[huge]; }, std::bad_alloc);
+  EXPECT_EQ(keep, nullptr);
 }

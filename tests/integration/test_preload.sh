@@ -1,7 +1,7 @@
 #!/bin/sh
 # Real programs from Debian under LD_PRELOAD=libhpcmem.so give the same output
 # as without it.
-lib="$HPCMEM_LIB"
+lib="$LIBHPCMEM"
 fails=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -61,9 +61,11 @@ TEST(stress, single_thread_checked_after_every_operation) {
         unsigned char *q = (unsigned char *)realloc(live[k].p, m);
         ASSERT_NE(q, nullptr);
         size_t keep = live[k].n < m ? live[k].n : m;
-        for (size_t j = 0; j < keep; j += (keep > 4096 ? 4093 : 1)) ASSERT_EQ(q[j], (unsigned char)(live[k].seed + j));
+        for (size_t j = 0; j < keep; j += (live[k].n > 4096 ? 4093 : 1)) ASSERT_EQ(q[j], (unsigned char)(live[k].seed + j));
         free(q);
-      } else free(live[k].p);
+      } else {
+        free(live[k].p);
+      }
       live[k] = live.back();
       live.pop_back();
     }
