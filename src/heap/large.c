@@ -1,0 +1,864 @@
+/* Large-block tier (SWAlloc).  See large.h for the layout and
+ * docs/large-tier.md for the reasoning and the measurements.
+ *
+ * Invariants (checked by _hpcmem_large_check):
+ *  - blocks tile [lo, top) in address order; every block start is
+ *    congruent to -HDR modulo the configured alignment A0 and every size is
+ *    a multiple of A0, so data needing only A0 alignment never needs padding;
+ *  - no two FREE blocks are adjacent (BUSY ones, being decayed outside the
+ *    lock, are the exception: they rejoin their neighbours afterwards);
+ *  - every FREE block is in the tree; a FREE block is in the decay FIFO iff
+ *    its dirty hull [dlo, dhi) is non-empty, and the FIFO is sorted by stamp;
+ *  - a LIVE block's in-band header holds LIVE_MAGIC ^ data and its record. */
+#include "config.h"
+#include "heap/large.h"
+#include "prim/prim.h"
+#include "util/log.h"
+#include "util/options.h"
+#include <errno.h>
+#include <string.h>
+
+#define HDR HPCMEM_LARGE_HDR
+#define LIVE_MAGIC ((uintptr_t)0x4c41524745b10c4bULL)
+#define FREED_MAGIC ((uintptr_t)0x46524545d0d0f4eeULL)
+#define REC_CAP_MAX ((size_t)1 << 27)   /* 128 M blocks: 16 GiB of records, lazily backed */
+#define DECAY_BATCH 32
+#define THP_SIZE ((size_t)2 << 20)
+
+enum { REC_UNUSED = 0, REC_LIVE = 0x11, REC_FREE = 0x22, REC_BUSY = 0x33 };
+
+/* Out-of-band block record.  The first cache line is all the best-fit
+ * search and the coalescing look at. */
+struct hpcmem_large_rec {
+  size_t size;                      /* block bytes, start to the next block's start */
+  char *start;
+  hpcmem_large_rec_t *left, *right, *parent;   /* free tree */
+  hpcmem_large_rec_t *prev, *next;             /* address order (next: recycled list too) */
+  uint32_t state;
+  uint32_t red;
+  /* second line */
+  char *data;                       /* LIVE: the pointer handed out */
+  uint64_t stamp;                   /* FREE and dirty: when it became so */
+  hpcmem_large_rec_t *dprev, *dnext;  /* decay FIFO (FREE) or busy list (BUSY) */
+  char *dlo, *dhi;                  /* pages in here may still be backed */
+  uint64_t spare_[2];
+} __attribute__((aligned(64)));
+
+typedef struct { uintptr_t magic; hpcmem_large_rec_t *rec; } hdr_t;
+
+typedef hpcmem_large_rec_t rec_t;
+
+static inline char *rend(const rec_t *r) { return r->start + r->size; }
+static inline size_t hull(const rec_t *r) { return (size_t)(r->dhi - r->dlo); }
+static inline size_t usable(const rec_t *r) { return (size_t)(rend(r) - r->data); }
+static inline uintptr_t up(uintptr_t v, size_t a) { return (v + a - 1) & ~(uintptr_t)(a - 1); }
+static inline uintptr_t down(uintptr_t v, size_t a) { return v & ~(uintptr_t)(a - 1); }
+static inline size_t lead_for(const char *start, size_t align) {
+  return (size_t)(up((uintptr_t)start + HDR, align) - HDR - (uintptr_t)start);
+}
+
+/* ---------------------------------------------------------------- records */
+
+static rec_t *rec_new(hpcmem_large_t *L) {
+  rec_t *r = L->rec_free;
+  if (r) L->rec_free = r->next;
+  else if (L->rec_bump < L->recs_end) r = L->rec_bump++;
+  else return NULL;
+  memset(r, 0, sizeof *r);
+  L->recs_used++;
+  return r;
+}
+
+static void rec_put(hpcmem_large_t *L, rec_t *r) {
+  r->state = REC_UNUSED;
+  r->data = NULL;
+  r->next = L->rec_free;
+  L->rec_free = r;
+  L->recs_used--;
+}
+
+/* --------------------------------------------------- red-black free tree */
+
+static inline int key_less(const rec_t *a, const rec_t *b) {
+  return a->size < b->size || (a->size == b->size && a->start < b->start);
+}
+
+static void rot_left(hpcmem_large_t *L, rec_t *x) {
+  rec_t *y = x->right;
+  x->right = y->left;
+  if (y->left) y->left->parent = x;
+  y->parent = x->parent;
+  if (!x->parent) L->root = y;
+  else if (x == x->parent->left) x->parent->left = y;
+  else x->parent->right = y;
+  y->left = x;
+  x->parent = y;
+}
+
+static void rot_right(hpcmem_large_t *L, rec_t *x) {
+  rec_t *y = x->left;
+  x->left = y->right;
+  if (y->right) y->right->parent = x;
+  y->parent = x->parent;
+  if (!x->parent) L->root = y;
+  else if (x == x->parent->right) x->parent->right = y;
+  else x->parent->left = y;
+  y->right = x;
+  x->parent = y;
+}
+
+static void tree_insert(hpcmem_large_t *L, rec_t *z) {
+  rec_t *y = NULL, *x = L->root;
+  while (x) { y = x; x = key_less(z, x) ? x->left : x->right; }
+  z->parent = y;
+  z->left = z->right = NULL;
+  z->red = 1;
+  if (!y) L->root = z;
+  else if (key_less(z, y)) y->left = z;
+  else y->right = z;
+  rec_t *p;
+  while ((p = z->parent) && p->red) {
+    rec_t *g = p->parent;
+    if (p == g->left) {
+      rec_t *u = g->right;
+      if (u && u->red) { p->red = u->red = 0; g->red = 1; z = g; continue; }
+      if (z == p->right) { rot_left(L, p); z = p; p = z->parent; }
+      p->red = 0; g->red = 1; rot_right(L, g);
+    } else {
+      rec_t *u = g->left;
+      if (u && u->red) { p->red = u->red = 0; g->red = 1; z = g; continue; }
+      if (z == p->left) { rot_right(L, p); z = p; p = z->parent; }
+      p->red = 0; g->red = 1; rot_left(L, g);
+    }
+  }
+  L->root->red = 0;
+}
+
+static void transplant(hpcmem_large_t *L, rec_t *u, rec_t *v) {
+  if (!u->parent) L->root = v;
+  else if (u == u->parent->left) u->parent->left = v;
+  else u->parent->right = v;
+  if (v) v->parent = u->parent;
+}
+
+static inline int is_red(const rec_t *n) { return n && n->red; }
+
+static void erase_fixup(hpcmem_large_t *L, rec_t *x, rec_t *xp) {
+  /* x may be NULL; a removed black node always leaves x a non-NULL sibling */
+  while (x != L->root && !is_red(x)) {
+    if (x == xp->left) {
+      rec_t *w = xp->right;
+      if (w->red) { w->red = 0; xp->red = 1; rot_left(L, xp); w = xp->right; }
+      if (!is_red(w->left) && !is_red(w->right)) { w->red = 1; x = xp; xp = x->parent; continue; }
+      if (!is_red(w->right)) { w->left->red = 0; w->red = 1; rot_right(L, w); w = xp->right; }
+      w->red = xp->red; xp->red = 0;
+      if (w->right) w->right->red = 0;
+      rot_left(L, xp);
+    } else {
+      rec_t *w = xp->left;
+      if (w->red) { w->red = 0; xp->red = 1; rot_right(L, xp); w = xp->left; }
+      if (!is_red(w->left) && !is_red(w->right)) { w->red = 1; x = xp; xp = x->parent; continue; }
+      if (!is_red(w->left)) { w->right->red = 0; w->red = 1; rot_left(L, w); w = xp->left; }
+      w->red = xp->red; xp->red = 0;
+      if (w->left) w->left->red = 0;
+      rot_right(L, xp);
+    }
+    x = L->root;
+    break;
+  }
+  if (x) x->red = 0;
+}
+
+static void tree_erase(hpcmem_large_t *L, rec_t *z) {
+  rec_t *x, *xp;
+  int removed_red = z->red;
+  if (!z->left) {
+    x = z->right; xp = z->parent; transplant(L, z, z->right);
+  } else if (!z->right) {
+    x = z->left; xp = z->parent; transplant(L, z, z->left);
+  } else {
+    rec_t *y = z->right;
+    while (y->left) y = y->left;
+    removed_red = y->red;
+    x = y->right;
+    if (y->parent == z) {
+      xp = y;
+    } else {
+      xp = y->parent;
+      transplant(L, y, y->right);
+      y->right = z->right;
+      y->right->parent = y;
+    }
+    transplant(L, z, y);
+    y->left = z->left;
+    y->left->parent = y;
+    y->red = z->red;
+  }
+  if (!removed_red) erase_fixup(L, x, xp);
+  z->left = z->right = z->parent = NULL;
+}
+
+/* smallest free block of at least `size` bytes (lowest address among equals) */
+static rec_t *tree_lower_bound(const hpcmem_large_t *L, size_t size) {
+  rec_t *n = L->root, *best = NULL;
+  while (n) {
+    if (n->size >= size) { best = n; n = n->left; }
+    else n = n->right;
+  }
+  return best;
+}
+
+static rec_t *tree_next(rec_t *n) {
+  if (n->right) { n = n->right; while (n->left) n = n->left; return n; }
+  while (n->parent && n == n->parent->right) n = n->parent;
+  return n->parent;
+}
+
+/* ------------------------------------------------- decay FIFO, busy list */
+
+static void fifo_insert_after(hpcmem_large_t *L, rec_t *pos, rec_t *r) {
+  r->dprev = pos;
+  r->dnext = pos ? pos->dnext : L->dhead;
+  if (r->dnext) r->dnext->dprev = r; else L->dtail = r;
+  if (pos) pos->dnext = r; else L->dhead = r;
+}
+
+static void fifo_remove(hpcmem_large_t *L, rec_t *r) {
+  if (r->dprev) r->dprev->dnext = r->dnext; else L->dhead = r->dnext;
+  if (r->dnext) r->dnext->dprev = r->dprev; else L->dtail = r->dprev;
+  r->dprev = r->dnext = NULL;
+}
+
+static void busy_push(hpcmem_large_t *L, rec_t *r) {
+  r->dprev = NULL;
+  r->dnext = L->busy;
+  if (L->busy) L->busy->dprev = r;
+  L->busy = r;
+}
+
+static void busy_remove(hpcmem_large_t *L, rec_t *r) {
+  if (r->dprev) r->dprev->dnext = r->dnext; else L->busy = r->dnext;
+  if (r->dnext) r->dnext->dprev = r->dprev;
+  r->dprev = r->dnext = NULL;
+}
+
+/* ------------------------------------------------------ free block sets */
+
+/* Make r (detached, not counted) a counted FREE block in the tree; the
+ * caller puts it into the FIFO when dirty. */
+static void free_attach(hpcmem_large_t *L, rec_t *r) {
+  r->state = REC_FREE;
+  tree_insert(L, r);
+  L->free_blocks++;
+  L->free_bytes += r->size;
+  L->retained_bytes += hull(r);
+}
+
+/* Take a FREE block out of the tree and FIFO and out of the counts.
+ * Returns its FIFO predecessor so a piece of it can take its place. */
+static rec_t *free_detach(hpcmem_large_t *L, rec_t *r) {
+  rec_t *pos = NULL;
+  tree_erase(L, r);
+  if (r->dlo < r->dhi) { pos = r->dprev; fifo_remove(L, r); }
+  L->free_blocks--;
+  L->free_bytes -= r->size;
+  L->retained_bytes -= hull(r);
+  return pos;
+}
+
+/* Clip r's dirty hull to its own extent (after the block was cut). */
+static void clip_hull(rec_t *r, char *lo, char *hi) {
+  char *a = lo > r->start ? lo : r->start, *b = hi < rend(r) ? hi : rend(r);
+  if (a < b) { r->dlo = a; r->dhi = b; }
+  else r->dlo = r->dhi = NULL;
+}
+
+/* b directly follows a: a takes over b's extent and dirty pages. */
+static void absorb(hpcmem_large_t *L, rec_t *a, rec_t *b) {
+  a->size += b->size;
+  a->next = b->next;
+  if (b->next) b->next->prev = a; else L->last = a;
+  if (b->dlo < b->dhi) {
+    if (a->dlo < a->dhi) {
+      if (b->dlo < a->dlo) a->dlo = b->dlo;
+      if (b->dhi > a->dhi) a->dhi = b->dhi;
+    } else {
+      a->dlo = b->dlo;
+      a->dhi = b->dhi;
+    }
+  }
+  rec_put(L, b);
+}
+
+/* r (detached, uncounted, with its dirty hull set) becomes free: it merges
+ * with free neighbours and joins the tree; a dirty result joins the FIFO
+ * tail stamped now, so a block that is freed and soon reused is never
+ * given back in between. */
+static rec_t *release_block(hpcmem_large_t *L, rec_t *r, uint64_t now) {
+  rec_t *n = r->prev;
+  if (n && n->state == REC_FREE) {
+    free_detach(L, n);
+    absorb(L, n, r);
+    r = n;
+  }
+  n = r->next;
+  if (n && n->state == REC_FREE) {
+    free_detach(L, n);
+    absorb(L, r, n);
+  }
+  free_attach(L, r);
+  if (r->dlo < r->dhi) {
+    /* `now` was read before the lock: keep the FIFO sorted anyway */
+    r->stamp = L->dtail && L->dtail->stamp > now ? L->dtail->stamp : now;
+    fifo_insert_after(L, L->dtail, r);
+  }
+  return r;
+}
+
+/* Cut [start, end) of a new piece off block r into a fresh free block that
+ * inherits r's dirty pages there and r's FIFO place (pos, stamp). */
+static rec_t *split_free(hpcmem_large_t *L, rec_t *r, rec_t *piece, int before,
+                         size_t bytes, rec_t **pos, uint64_t stamp) {
+  char *dlo = r->dlo, *dhi = r->dhi;
+  if (before) {
+    piece->start = r->start;
+    piece->size = bytes;
+    piece->prev = r->prev;
+    piece->next = r;
+    if (r->prev) r->prev->next = piece; else L->first = piece;
+    r->prev = piece;
+    r->start += bytes;
+  } else {
+    piece->start = rend(r) - bytes;
+    piece->size = bytes;
+    piece->next = r->next;
+    piece->prev = r;
+    if (r->next) r->next->prev = piece; else L->last = piece;
+    r->next = piece;
+  }
+  r->size -= bytes;
+  clip_hull(piece, dlo, dhi);
+  free_attach(L, piece);
+  if (piece->dlo < piece->dhi) {
+    piece->stamp = stamp;
+    fifo_insert_after(L, *pos, piece);
+    *pos = piece;
+  }
+  return piece;
+}
+
+/* ------------------------------------------------------------ debugging */
+
+static int fail(const char *what, const void *where) {
+  _hpcmem_warn("large tier corrupt: %s (at %p)", what, where);
+  return -EFAULT;
+}
+
+#ifdef HPCMEM_DEBUG
+/* Cheap local check after each operation: the block and its neighbours. */
+static void debug_local(hpcmem_large_t *L, const rec_t *r) {
+  if (!r || r->state == REC_UNUSED) return;
+  const rec_t *p = r->prev, *n = r->next;
+  if ((p ? rend(p) : L->lo) != r->start) _hpcmem_fatal("large: block %p not contiguous with prev", r->start);
+  if ((n ? n->start : L->top) != rend(r)) _hpcmem_fatal("large: block %p not contiguous with next", r->start);
+  if (p && p->next != r) _hpcmem_fatal("large: broken prev link at %p", r->start);
+  if (n && n->prev != r) _hpcmem_fatal("large: broken next link at %p", r->start);
+  if (r->state == REC_FREE && ((p && p->state == REC_FREE) || (n && n->state == REC_FREE)))
+    _hpcmem_fatal("large: adjacent free blocks at %p", r->start);
+  if (L->root && (L->root->red || L->root->parent)) _hpcmem_fatal("large: bad tree root");
+  if (L->free_bytes + L->live_bytes + L->overhead_bytes != (size_t)(L->top - L->lo))
+    _hpcmem_fatal("large: byte counts do not add up");
+}
+#define DEBUG_LOCAL(L, r) debug_local(L, r)
+#else
+#define DEBUG_LOCAL(L, r) ((void)0)
+#endif
+
+/* --------------------------------------------------------------- decay */
+
+static int decay_due(const hpcmem_large_t *L, const rec_t *r, uint64_t now) {
+  return now >= r->stamp && now - r->stamp >= L->decay_ns;
+}
+
+static void schedule(hpcmem_large_t *L, uint64_t now) {
+  uint64_t step = L->decay_ns / 4;
+  L->next_decay_ns = now + step < now ? UINT64_MAX : now + step;
+}
+
+/* Entered with the lock held, leaves it released.  Old dirty free blocks
+ * are taken out (BUSY) so nobody allocates them while madvise runs without
+ * the lock; then they rejoin their neighbours as clean blocks. */
+static void decay_unlock(hpcmem_large_t *L, uint64_t now, int force) {
+  for (;;) {
+    rec_t *batch[DECAY_BATCH];
+    char *lo[DECAY_BATCH], *hi[DECAY_BATCH];
+    int n = 0, more = 0;
+    while (L->dhead) {
+      rec_t *r = L->dhead;
+      if (!force && !decay_due(L, r, now)) break;
+      if (n == DECAY_BATCH) { more = 1; break; }
+      char *a = r->dlo > r->start ? r->dlo : r->start;
+      char *b = r->dhi < rend(r) ? r->dhi : rend(r);
+      a = (char *)up((uintptr_t)a, L->page);
+      b = (char *)down((uintptr_t)b, L->page);
+      if (a >= b) {     /* only pages shared with live neighbours: nothing to give */
+        fifo_remove(L, r);
+        L->retained_bytes -= hull(r);
+        r->dlo = r->dhi = NULL;
+        continue;
+      }
+      free_detach(L, r);
+      r->dlo = r->dhi = NULL;
+      r->state = REC_BUSY;
+      r->dlo = a; r->dhi = b;   /* what fork_child must assume is still backed */
+      L->free_blocks++;
+      L->free_bytes += r->size;
+      busy_push(L, r);
+      batch[n] = r; lo[n] = a; hi[n] = b; n++;
+    }
+    if (!more) schedule(L, now);
+    _hpcmem_unlock(&L->lock);
+    if (!n) return;
+    for (int i = 0; i < n; i++) _hpcmem_prim_decommit(lo[i], (size_t)(hi[i] - lo[i]));
+    _hpcmem_lock(&L->lock);
+    for (int i = 0; i < n; i++) {
+      rec_t *r = batch[i];
+      busy_remove(L, r);
+      L->free_blocks--;
+      L->free_bytes -= r->size;
+      L->decayed_bytes += (size_t)(hi[i] - lo[i]);
+      L->decay_count++;
+      r->dlo = r->dhi = NULL;
+      r = release_block(L, r, now);
+      DEBUG_LOCAL(L, r);
+    }
+    if (!more && !(force && L->dhead)) { _hpcmem_unlock(&L->lock); return; }
+  }
+}
+
+static inline void finish_unlock(hpcmem_large_t *L, uint64_t now) {
+  if (L->dhead && now >= L->next_decay_ns) decay_unlock(L, now, 0);
+  else _hpcmem_unlock(&L->lock);
+}
+
+/* ---------------------------------------------------------------- setup */
+
+void _hpcmem_large_config_from_options(hpcmem_large_config_t *cfg) {
+  _hpcmem_options_init();
+  cfg->reserve = (size_t)1 << 40;
+  cfg->align = (size_t)_hpcmem_opt(LARGE_ALIGN);
+  cfg->min_split = (size_t)128 << 10;
+  cfg->decay_ns = (uint64_t)_hpcmem_opt(DECAY_MS) * 1000000u;
+  cfg->thp = (int)_hpcmem_opt(THP);
+}
+
+int _hpcmem_large_init(hpcmem_large_t *L, const hpcmem_large_config_t *cfg) {
+  hpcmem_large_config_t c;
+  if (cfg) c = *cfg;
+  else _hpcmem_large_config_from_options(&c);
+  if (!c.reserve) c.reserve = (size_t)1 << 40;
+  if (!c.align) c.align = 256;
+  if (c.align < 16 || (c.align & (c.align - 1)) || c.align > ((size_t)1 << 30)) return -EINVAL;
+
+  size_t page = _hpcmem_prim_page_size();
+  size_t gran = c.align > THP_SIZE ? c.align : THP_SIZE;
+  if (c.reserve > ((size_t)1 << 46)) return -ENOMEM;
+  size_t reserve = up(c.reserve, gran);
+  size_t cap = reserve / c.align + 2;
+  if (cap > REC_CAP_MAX) cap = REC_CAP_MAX;
+  size_t rec_bytes = up(cap * sizeof(rec_t), gran);
+  char *map = _hpcmem_prim_reserve(rec_bytes + reserve, gran);
+  if (!map) return -(errno ? errno : ENOMEM);
+
+  memset(L, 0, sizeof *L);
+  L->thp = c.thp;
+  L->align = c.align;
+  L->page = page;
+  L->min_split = c.min_split;
+  L->decay_ns = c.decay_ns;
+  L->map = map;
+  L->map_size = rec_bytes + reserve;
+  L->recs = L->rec_bump = (rec_t *)map;
+  L->recs_end = L->recs + rec_bytes / sizeof(rec_t);
+  L->base = map + rec_bytes;
+  L->end = L->base + reserve;
+  L->lo = L->top = L->base + (c.align - HDR);
+  if (c.thp) _hpcmem_prim_hugepages(L->base, reserve, 1);
+  schedule(L, _hpcmem_prim_now_ns());
+  return 0;
+}
+
+void _hpcmem_large_destroy(hpcmem_large_t *L) {
+  if (L->map) _hpcmem_prim_release(L->map, L->map_size);
+  memset(L, 0, sizeof *L);
+}
+
+/* ----------------------------------------------------------- allocation */
+
+/* A free block where `kb` bytes of blocks fit after the padding that
+ * `align` needs.  With the default alignment that is the lower bound; with
+ * a larger one a few successors are tried before asking for a block large
+ * enough for any padding, so the search stays O(log n). */
+static rec_t *find_fit(hpcmem_large_t *L, size_t kb, size_t align, size_t *lead) {
+  rec_t *n = tree_lower_bound(L, kb);
+  *lead = 0;
+  if (!n || align <= L->align) return n;
+  for (int tries = 0; n && tries < 8; tries++, n = tree_next(n)) {
+    *lead = lead_for(n->start, align);
+    if (*lead <= n->size && n->size - *lead >= kb) return n;
+  }
+  if (kb > SIZE_MAX - align) return NULL;
+  n = tree_lower_bound(L, kb + align - L->align);
+  if (n) *lead = lead_for(n->start, align);
+  return n;
+}
+
+/* No free block fits: extend the region's extent, starting from a free last
+ * block when there is one.  Returns the detached block to carve. */
+static rec_t *grow(hpcmem_large_t *L, size_t kb, size_t align, size_t *lead, rec_t **pos) {
+  rec_t *r = L->last;
+  char *s = (r && r->state == REC_FREE) ? r->start : L->top;
+  *lead = align > L->align ? lead_for(s, align) : 0;
+  size_t room = (size_t)(L->end - s);
+  if (*lead > room || kb > room - *lead) return NULL;
+  char *need_end = s + *lead + kb;
+  if (r && r->state == REC_FREE) {
+    *pos = free_detach(L, r);
+    r->size = (size_t)(need_end - s);
+  } else {
+    r = rec_new(L);
+    if (!r) return NULL;
+    r->start = s;
+    r->size = (size_t)(need_end - s);
+    r->prev = L->last;
+    if (L->last) L->last->next = r; else L->first = r;
+    L->last = r;
+  }
+  L->top = need_end;
+  L->grow_count++;
+  return r;
+}
+
+/* Block bytes for `size` usable bytes: the data ends where the next
+ * block's header may start on the A0 grid.  0 when it overflows. */
+static inline size_t block_bytes(const hpcmem_large_t *L, size_t size) {
+  if (size > (size_t)(L->end - L->lo)) return 0;
+  return up((size ? size : 1) + HDR, L->align);
+}
+
+void *_hpcmem_large_alloc(hpcmem_large_t *L, size_t size, size_t align) {
+  if (align & (align - 1)) { errno = EINVAL; return NULL; }
+  if (align < L->align) align = L->align;
+  size_t kb = block_bytes(L, size);
+  if (!kb || align > (size_t)(L->end - L->base)) { errno = ENOMEM; return NULL; }
+  uint64_t now = _hpcmem_prim_now_ns();
+  size_t lead;
+  rec_t *pos = NULL;
+  _hpcmem_lock(&L->lock);
+  rec_t *r = find_fit(L, kb, align, &lead);
+  if (r) pos = free_detach(L, r);
+  else if (!(r = grow(L, kb, align, &lead, &pos))) {
+    _hpcmem_unlock(&L->lock);
+    errno = ENOMEM;
+    return NULL;
+  }
+  uint64_t stamp = r->stamp;
+  rec_t *piece;
+  if (lead > HDR + L->min_split && (piece = rec_new(L))) {
+    split_free(L, r, piece, 1, lead, &pos, stamp);
+    lead = 0;
+  }
+  size_t rem = r->size - lead - kb;
+  if (rem > HDR + L->min_split && (piece = rec_new(L))) split_free(L, r, piece, 0, rem, &pos, stamp);
+  r->state = REC_LIVE;
+  r->dlo = r->dhi = NULL;
+  char *data = r->start + lead + HDR;
+  r->data = data;
+  L->live_blocks++;
+  L->live_bytes += usable(r);
+  L->overhead_bytes += (size_t)(data - r->start);
+  L->alloc_count++;
+  DEBUG_LOCAL(L, r);
+  finish_unlock(L, now);
+  hdr_t *h = (hdr_t *)(data - HDR);
+  h->rec = r;
+  h->magic = LIVE_MAGIC ^ (uintptr_t)data;
+  return data;
+}
+
+/* The live block whose data is p, validated through the in-band header and
+ * the record's back pointer; reads only memory of the region. */
+static int lookup(const hpcmem_large_t *L, const void *p, rec_t **out) {
+  const char *c = (const char *)p;
+  if (((uintptr_t)c & (L->align - 1)) || c < L->lo + HDR || c >= L->top) return -EINVAL;
+  const hdr_t *h = (const hdr_t *)(c - HDR);
+  if (h->magic == (FREED_MAGIC ^ (uintptr_t)c)) return -EALREADY;
+  if (h->magic != (LIVE_MAGIC ^ (uintptr_t)c)) return -EINVAL;
+  rec_t *r = h->rec;
+  if (r < L->recs || r >= L->rec_bump ||
+      ((uintptr_t)r - (uintptr_t)L->recs) % sizeof(rec_t)) return -EINVAL;
+  if (r->state != REC_LIVE || r->data != c) return -EINVAL;
+  *out = r;
+  return 0;
+}
+
+static void unaccount_live(hpcmem_large_t *L, rec_t *r) {
+  L->live_blocks--;
+  L->live_bytes -= usable(r);
+  L->overhead_bytes -= (size_t)(r->data - r->start);
+}
+
+int _hpcmem_large_free(hpcmem_large_t *L, void *p, size_t *size_out) {
+  uint64_t now = _hpcmem_prim_now_ns();
+  rec_t *r;
+  _hpcmem_lock(&L->lock);
+  int rc = lookup(L, p, &r);
+  if (rc) {
+    L->error_count++;
+    _hpcmem_unlock(&L->lock);
+    return rc;
+  }
+  ((hdr_t *)((char *)p - HDR))->magic = FREED_MAGIC ^ (uintptr_t)p;
+  size_t u = usable(r);
+  unaccount_live(L, r);
+  L->free_count++;
+  r->data = NULL;
+  r->dlo = r->start;     /* the owner may have touched all of it */
+  r->dhi = rend(r);
+  r = release_block(L, r, now);
+  DEBUG_LOCAL(L, r);
+  finish_unlock(L, now);
+  if (size_out) *size_out = u;
+  return 0;
+}
+
+/* Grow r (live) to end at new_end using its free next neighbour and, when
+ * that is the last block, the unused rest of the reservation. */
+static int grow_in_place(hpcmem_large_t *L, rec_t *r, char *new_end) {
+  rec_t *nx = r->next;
+  int nx_free = nx && nx->state == REC_FREE;
+  char *avail = nx_free ? rend(nx) : rend(r);
+  int at_top = nx_free ? nx->next == NULL : nx == NULL;
+  if (new_end > avail && !(at_top && new_end <= L->end)) return -ENOMEM;
+  rec_t *pos = NULL;
+  uint64_t stamp = 0;
+  if (nx_free) {
+    stamp = nx->stamp;
+    pos = free_detach(L, nx);
+  }
+  if (new_end > avail) {             /* take the free tail and extend the extent */
+    if (nx_free) absorb(L, r, nx);
+    r->size = (size_t)(new_end - r->start);
+    L->top = new_end;
+    L->grow_count++;
+  } else if (nx_free) {
+    size_t rem = (size_t)(avail - new_end);
+    if (rem > HDR + L->min_split) {
+      char *dlo = nx->dlo, *dhi = nx->dhi;
+      nx->start = new_end;
+      nx->size = rem;
+      r->size = (size_t)(new_end - r->start);
+      clip_hull(nx, dlo, dhi);
+      free_attach(L, nx);
+      if (nx->dlo < nx->dhi) { nx->stamp = stamp; fifo_insert_after(L, pos, nx); }
+    } else {
+      absorb(L, r, nx);
+    }
+  }
+  r->dlo = r->dhi = NULL;
+  return 0;
+}
+
+int _hpcmem_large_resize(hpcmem_large_t *L, void *p, size_t new_size) {
+  uint64_t now = _hpcmem_prim_now_ns();
+  rec_t *r;
+  _hpcmem_lock(&L->lock);
+  if (lookup(L, p, &r)) {
+    L->error_count++;
+    _hpcmem_unlock(&L->lock);
+    return -EINVAL;
+  }
+  size_t kb = block_bytes(L, new_size);
+  char *base = r->data - HDR;
+  if (!kb || kb > (size_t)(L->end - base)) { _hpcmem_unlock(&L->lock); return -ENOMEM; }
+  char *new_end = base + kb;
+  size_t old = usable(r);
+  int rc = 0;
+  if (new_end <= rend(r)) {
+    size_t rem = (size_t)(rend(r) - new_end);
+    rec_t *t;
+    if (rem > HDR + L->min_split && (t = rec_new(L))) {
+      t->start = new_end;
+      t->size = rem;
+      t->prev = r;
+      t->next = r->next;
+      if (r->next) r->next->prev = t; else L->last = t;
+      r->next = t;
+      r->size -= rem;
+      t->dlo = t->start;
+      t->dhi = rend(t);
+      t = release_block(L, t, now);
+      DEBUG_LOCAL(L, t);
+    }
+  } else {
+    rc = grow_in_place(L, r, new_end);
+  }
+  if (!rc) {
+    L->live_bytes = L->live_bytes - old + usable(r);
+    L->resize_count++;
+    DEBUG_LOCAL(L, r);
+  }
+  finish_unlock(L, now);
+  return rc;
+}
+
+size_t _hpcmem_large_usable_size(hpcmem_large_t *L, const void *p) {
+  rec_t *r;
+  size_t u = 0;
+  _hpcmem_lock(&L->lock);
+  if (!lookup(L, p, &r)) u = usable(r);
+  _hpcmem_unlock(&L->lock);
+  return u;
+}
+
+void _hpcmem_large_decay(hpcmem_large_t *L, uint64_t now_ns, int force) {
+  _hpcmem_lock(&L->lock);
+  decay_unlock(L, now_ns, force);
+}
+
+/* ---------------------------------------------------- statistics, check */
+
+void _hpcmem_large_stats(hpcmem_large_t *L, hpcmem_large_stats_t *out) {
+  memset(out, 0, sizeof *out);
+  _hpcmem_lock(&L->lock);
+  out->reserved_bytes = (size_t)(L->end - L->base);
+  out->mapped_bytes = (size_t)(L->top - L->lo);
+  out->live_bytes = L->live_bytes;
+  out->overhead_bytes = L->overhead_bytes;
+  out->free_bytes = L->free_bytes;
+  out->retained_bytes = L->retained_bytes;
+  out->decayed_bytes = L->decayed_bytes;
+  out->meta_bytes = L->recs_used * sizeof(rec_t);
+  out->live_blocks = L->live_blocks;
+  out->free_blocks = L->free_blocks;
+  rec_t *n = L->root;
+  while (n && n->right) n = n->right;
+  out->largest_free = n ? n->size : 0;
+  out->alloc_count = L->alloc_count;
+  out->free_count = L->free_count;
+  out->resize_count = L->resize_count;
+  out->grow_count = L->grow_count;
+  out->decay_count = L->decay_count;
+  out->error_count = L->error_count;
+  _hpcmem_unlock(&L->lock);
+}
+
+/* Black height of the subtree, or -1 after reporting a violation. */
+static long check_tree(const rec_t *n, const rec_t *parent, size_t *count) {
+  if (!n) return 1;
+  if (n->parent != parent) return fail("tree parent link", n->start), -1;
+  if (n->state != REC_FREE) return fail("non-free block in the tree", n->start), -1;
+  if (n->red && parent && parent->red) return fail("red node with red parent", n->start), -1;
+  if (n->left && !key_less(n->left, n)) return fail("tree order (left)", n->start), -1;
+  if (n->right && !key_less(n, n->right)) return fail("tree order (right)", n->start), -1;
+  (*count)++;
+  long l = check_tree(n->left, n, count);
+  if (l < 0) return -1;
+  long r = check_tree(n->right, n, count);
+  if (r < 0) return -1;
+  if (l != r) return fail("unequal black heights", n->start), -1;
+  return l + !n->red;
+}
+
+static int check_locked(hpcmem_large_t *L) {
+  const size_t A = L->align;
+  size_t live = 0, over = 0, fbytes = 0, retained = 0, nlive = 0, nfree = 0, ndirty = 0, nrec = 0;
+  char *expect = L->lo;
+  const rec_t *prev = NULL;
+  if ((L->first == NULL) != (L->top == L->lo)) return fail("empty list but non-empty extent", L->lo);
+  for (const rec_t *r = L->first; r; prev = r, r = r->next) {
+    if (++nrec > L->recs_used) return fail("block list longer than the records in use (cycle?)", r);
+    if (r < L->recs || r >= L->rec_bump) return fail("record outside the pool", r);
+    if (r->prev != prev) return fail("prev link", r->start);
+    if (r->start != expect) return fail("blocks not contiguous", r->start);
+    if (!r->size || r->size % A || ((uintptr_t)r->start + HDR) % A) return fail("block off the alignment grid", r->start);
+    if (rend(r) > L->top || rend(r) < r->start) return fail("block beyond the extent", r->start);
+    expect = rend(r);
+    switch (r->state) {
+    case REC_LIVE: {
+      const hdr_t *h = (const hdr_t *)(r->data - HDR);
+      if (r->data < r->start + HDR || r->data >= rend(r) || ((uintptr_t)r->data % A))
+        return fail("live data outside its block", r->start);
+      if (h->magic != (LIVE_MAGIC ^ (uintptr_t)r->data) || h->rec != r) return fail("live header", r->data);
+      nlive++; live += usable(r); over += (size_t)(r->data - r->start);
+      break;
+    }
+    case REC_FREE:
+      if (prev && prev->state == REC_FREE) return fail("adjacent free blocks", r->start);
+      if (r->dlo > r->dhi || (r->dlo < r->dhi && (r->dlo < r->start || r->dhi > rend(r))))
+        return fail("dirty hull outside its block", r->start);
+      if (r->dlo < r->dhi) ndirty++;
+      nfree++; fbytes += r->size; retained += hull(r);
+      break;
+    case REC_BUSY:
+      nfree++; fbytes += r->size;
+      break;
+    default:
+      return fail("bad block state", r->start);
+    }
+  }
+  if (expect != L->top) return fail("blocks do not reach the top of the extent", expect);
+  if (prev != L->last) return fail("last block pointer", L->last);
+  if (nlive != L->live_blocks || live != L->live_bytes || over != L->overhead_bytes)
+    return fail("live counts", NULL);
+  if (nfree != L->free_blocks || fbytes != L->free_bytes || retained != L->retained_bytes)
+    return fail("free counts", NULL);
+  if (live + over + fbytes != (size_t)(L->top - L->lo)) return fail("bytes do not add up", NULL);
+  if (nrec != L->recs_used) return fail("records in use but not in the list", NULL);
+  if (L->root && (L->root->red || L->root->parent)) return fail("tree root", L->root->start);
+  size_t ntree = 0;
+  if (check_tree(L->root, NULL, &ntree) < 0) return -EFAULT;
+  size_t nbusy = 0;
+  for (const rec_t *r = L->busy; r; r = r->dnext) {
+    if (r->state != REC_BUSY || ++nbusy > nrec) return fail("busy list", r);
+  }
+  if (ntree + nbusy != nfree) return fail("free blocks missing from the tree", NULL);
+  size_t nfifo = 0;
+  const rec_t *fp = NULL;
+  for (const rec_t *r = L->dhead; r; fp = r, r = r->dnext) {
+    if (++nfifo > ndirty) return fail("decay list longer than the dirty blocks", r);
+    if (r->state != REC_FREE || r->dlo >= r->dhi) return fail("clean or non-free block in the decay list", r->start);
+    if (r->dprev != fp) return fail("decay list link", r->start);
+    if (fp && fp->stamp > r->stamp) return fail("decay list out of order", r->start);
+  }
+  if (fp != L->dtail) return fail("decay list tail", L->dtail);
+  if (nfifo != ndirty) return fail("dirty blocks missing from the decay list", NULL);
+  return 0;
+}
+
+int _hpcmem_large_check(hpcmem_large_t *L) {
+  _hpcmem_lock(&L->lock);
+  int rc = check_locked(L);
+  _hpcmem_unlock(&L->lock);
+  return rc;
+}
+
+/* ------------------------------------------------------------------ fork */
+
+void _hpcmem_large_fork_prepare(hpcmem_large_t *L) { _hpcmem_lock(&L->lock); }
+void _hpcmem_large_fork_parent(hpcmem_large_t *L) { _hpcmem_unlock(&L->lock); }
+
+/* The child has only the forking thread: blocks another thread was
+ * decaying come back as free and, since the madvise may not have happened
+ * before the fork, as dirty. */
+void _hpcmem_large_fork_child(hpcmem_large_t *L) {
+  L->lock.v = 0;
+  uint64_t now = _hpcmem_prim_now_ns();
+  while (L->busy) {
+    rec_t *r = L->busy;
+    busy_remove(L, r);
+    L->free_blocks--;
+    L->free_bytes -= r->size;
+    release_block(L, r, now);
+  }
+}

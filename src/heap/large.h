@@ -1,0 +1,134 @@
+/* Large-block tier (SWAlloc): requests at or above HPCMEM_LARGE_THRESHOLD.
+ *
+ * One address range is reserved once (lazily backed) and cut into blocks
+ * [padding | header | data | remainder].  The in-band header is 16 bytes
+ * right before the data: a magic word tied to the data address and a
+ * pointer to the block's record.  Records live out of band in a dense pool
+ * at the front of the reservation; they carry the address-ordered list
+ * (O(1) coalescing), the best-fit red-black tree of free blocks keyed by
+ * (size, address), and the decay bookkeeping.  Keeping them out of band
+ * means a best-fit search walks a few kilobytes of records instead of one
+ * page per free block, and free blocks have no in-band metadata at all, so
+ * decay can hand back every whole page inside them.  docs/large-tier.md
+ * explains the design and the measurements. */
+#ifndef HPCMEM_HEAP_LARGE_H
+#define HPCMEM_HEAP_LARGE_H
+#include <stddef.h>
+#include <stdint.h>
+#include "util/lock.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct hpcmem_large_config {
+  size_t reserve;      /* bytes of address space for the data region (0: 1 TiB); lazily backed */
+  size_t align;        /* data alignment, power of two >= 16 (0: 256) */
+  size_t min_split;    /* split only if the remainder > header + min_split */
+  uint64_t decay_ns;   /* free pages unused this long are given back (0: at once) */
+  int thp;             /* madvise(MADV_HUGEPAGE) on the data region */
+} hpcmem_large_config_t;
+
+/* Bytes of in-band metadata in front of every data pointer. */
+#define HPCMEM_LARGE_HDR 16
+
+typedef struct hpcmem_large_rec hpcmem_large_rec_t;
+
+typedef struct hpcmem_large_stats {
+  size_t reserved_bytes;  /* address space reserved for data */
+  size_t mapped_bytes;    /* extent of the region in use (blocks cover it exactly) */
+  size_t live_bytes;      /* usable bytes of live blocks */
+  size_t overhead_bytes;  /* headers and alignment padding of live blocks */
+  size_t free_bytes;      /* bytes in free blocks; mapped = live + overhead + free */
+  size_t retained_bytes;  /* free bytes that may still be backed (not yet decayed) */
+  size_t decayed_bytes;   /* bytes given back with madvise, in total */
+  size_t meta_bytes;      /* out-of-band records in use */
+  size_t live_blocks;
+  size_t free_blocks;
+  size_t largest_free;    /* largest free block */
+  uint64_t alloc_count;
+  uint64_t free_count;
+  uint64_t resize_count;  /* resizes done in place */
+  uint64_t grow_count;    /* times the region extent grew */
+  uint64_t decay_count;   /* madvise calls made by decay */
+  uint64_t error_count;   /* invalid or double frees / resizes detected */
+} hpcmem_large_stats_t;
+
+/* The tier's state.  Embedded in static storage by the core: no field needs
+ * memory other than the reservation made by _hpcmem_large_init. */
+typedef struct hpcmem_large {
+  hpcmem_lock_t lock;
+  int thp;
+  size_t align;            /* default data alignment */
+  size_t page;
+  size_t min_split;
+  uint64_t decay_ns;
+  uint64_t next_decay_ns;  /* earliest time the next decay pass may run */
+
+  char *map;               /* whole reservation: records, then data */
+  size_t map_size;
+  char *base;              /* data region [base, end) */
+  char *end;
+  char *lo;                /* first block start */
+  char *top;               /* end of the extent in use */
+
+  hpcmem_large_rec_t *recs, *recs_end;  /* record pool */
+  hpcmem_large_rec_t *rec_bump;          /* first never-used record */
+  hpcmem_large_rec_t *rec_free;          /* recycled records */
+  size_t recs_used;
+
+  hpcmem_large_rec_t *first, *last;      /* address-ordered block list */
+  hpcmem_large_rec_t *root;              /* free blocks by (size, address) */
+  hpcmem_large_rec_t *dhead, *dtail;     /* dirty free blocks, oldest first */
+  hpcmem_large_rec_t *busy;              /* blocks being decayed outside the lock */
+
+  size_t live_bytes, overhead_bytes, free_bytes, retained_bytes, decayed_bytes;
+  size_t live_blocks, free_blocks;
+  uint64_t alloc_count, free_count, resize_count, grow_count, decay_count, error_count;
+} hpcmem_large_t;
+
+/* Fill *cfg from the HPCMEM_* options (LARGE_ALIGN, DECAY_MS, THP) and the
+ * defaults for the rest (reserve 1 TiB, min_split 128 KiB). */
+void _hpcmem_large_config_from_options(hpcmem_large_config_t *cfg);
+
+/* Reserve the region.  cfg NULL: from the options.  0 or -errno
+ * (-EINVAL for a bad alignment, -ENOMEM when the reservation fails). */
+int _hpcmem_large_init(hpcmem_large_t *L, const hpcmem_large_config_t *cfg);
+/* Give the whole reservation back (tests; the allocator never calls it). */
+void _hpcmem_large_destroy(hpcmem_large_t *L);
+
+/* Best-fit allocation.  align 0 or below the configured alignment means the
+ * configured alignment; otherwise any power of two.  NULL with errno ENOMEM
+ * when the request cannot be served, EINVAL when align is not a power of 2. */
+void *_hpcmem_large_alloc(hpcmem_large_t *L, size_t size, size_t align);
+/* 0; -EINVAL when p is not the start of a live block of this tier (foreign,
+ * interior, misaligned); -EALREADY for a double free that is still
+ * recognisable.  Bad input changes nothing.  *size_out (may be NULL)
+ * receives the usable size of the freed block. */
+int _hpcmem_large_free(hpcmem_large_t *L, void *p, size_t *size_out);
+/* Resize in place: shrink (the tail is split off when large enough) or
+ * grow into a free next neighbour or at the end of the region.  0 done,
+ * -ENOMEM cannot (the caller moves the data), -EINVAL bad p. */
+int _hpcmem_large_resize(hpcmem_large_t *L, void *p, size_t new_size);
+/* Usable bytes of a live block, 0 if p is not one. */
+size_t _hpcmem_large_usable_size(hpcmem_large_t *L, const void *p);
+/* Decay pass: free pages that stayed unused for decay_ns before now_ns
+ * (all of them when force) are given back to the OS. */
+void _hpcmem_large_decay(hpcmem_large_t *L, uint64_t now_ns, int force);
+/* Full invariant check: 0, or -EFAULT after logging what is wrong. */
+int _hpcmem_large_check(hpcmem_large_t *L);
+void _hpcmem_large_stats(hpcmem_large_t *L, hpcmem_large_stats_t *out);
+
+void _hpcmem_large_fork_prepare(hpcmem_large_t *L);
+void _hpcmem_large_fork_parent(hpcmem_large_t *L);
+void _hpcmem_large_fork_child(hpcmem_large_t *L);
+
+/* Whether p lies in this tier's data region (not whether it is live). */
+static inline int _hpcmem_large_owns(const hpcmem_large_t *L, const void *p) {
+  return (const char *)p >= L->base && (const char *)p < L->end;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

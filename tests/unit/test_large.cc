@@ -1,0 +1,840 @@
+// Unit tests of the large-block tier (src/heap/large.c), through its
+// internal interface.  Every test ends with _hpcmem_large_check.
+#include <gtest/gtest.h>
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <random>
+#include <vector>
+
+extern "C" {
+#include "heap/large.h"
+#include "prim/prim.h"
+}
+
+namespace {
+
+const size_t KiB = 1024, MiB = 1024 * 1024;
+const uint64_t NEVER = UINT64_MAX;
+
+struct Tier {
+  hpcmem_large_t L;
+  explicit Tier(uint64_t decay_ns = NEVER, size_t reserve = 4096 * MiB, size_t align = 256,
+                size_t min_split = 128 * KiB) {
+    hpcmem_large_config_t c = {};
+    c.reserve = reserve;
+    c.align = align;
+    c.min_split = min_split;
+    c.decay_ns = decay_ns;
+    c.thp = 0;
+    memset(&L, 0, sizeof L);
+    int rc = _hpcmem_large_init(&L, &c);
+    if (rc) ADD_FAILURE() << "init: " << rc;
+  }
+  ~Tier() { _hpcmem_large_destroy(&L); }
+  Tier(const Tier &) = delete;
+  Tier &operator=(const Tier &) = delete;
+  char *alloc(size_t n, size_t a = 0) { return (char *)_hpcmem_large_alloc(&L, n, a); }
+  int free(void *p) { return _hpcmem_large_free(&L, p, nullptr); }
+  hpcmem_large_stats_t stats() {
+    hpcmem_large_stats_t s;
+    _hpcmem_large_stats(&L, &s);
+    return s;
+  }
+  int check() { return _hpcmem_large_check(&L); }
+};
+
+size_t page() { return (size_t)sysconf(_SC_PAGESIZE); }
+
+// Resident pages in the whole pages of [p, p + n).
+size_t resident(const void *p, size_t n) {
+  uintptr_t a = ((uintptr_t)p + page() - 1) & ~(uintptr_t)(page() - 1);
+  uintptr_t b = ((uintptr_t)p + n) & ~(uintptr_t)(page() - 1);
+  if (b <= a) return 0;
+  std::vector<unsigned char> v((b - a) / page());
+  if (mincore((void *)a, b - a, v.data())) return (size_t)-1;
+  size_t c = 0;
+  for (unsigned char x : v) c += x & 1;
+  return c;
+}
+size_t pages_in(const void *p, size_t n) {
+  uintptr_t a = ((uintptr_t)p + page() - 1) & ~(uintptr_t)(page() - 1);
+  uintptr_t b = ((uintptr_t)p + n) & ~(uintptr_t)(page() - 1);
+  return b > a ? (b - a) / page() : 0;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ init
+
+TEST(_hpcmem_large_init, RejectsBadAlignment) {
+  hpcmem_large_t L;
+  hpcmem_large_config_t c = {};
+  c.reserve = 64 * MiB;
+  c.align = 24;
+  EXPECT_EQ(_hpcmem_large_init(&L, &c), -EINVAL);
+  c.align = 8;
+  EXPECT_EQ(_hpcmem_large_init(&L, &c), -EINVAL);
+  c.align = 16;
+  ASSERT_EQ(_hpcmem_large_init(&L, &c), 0);
+  void *p = _hpcmem_large_alloc(&L, 200 * KiB, 0);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ((uintptr_t)p % 16, 0u);
+  EXPECT_EQ(_hpcmem_large_free(&L, p, nullptr), 0);
+  EXPECT_EQ(_hpcmem_large_check(&L), 0);
+  _hpcmem_large_destroy(&L);
+}
+
+TEST(_hpcmem_large_init, ZeroFieldsMeanDefaults) {
+  hpcmem_large_t L;
+  hpcmem_large_config_t c = {};
+  ASSERT_EQ(_hpcmem_large_init(&L, &c), 0);
+  EXPECT_EQ(L.align, 256u);
+  hpcmem_large_stats_t s;
+  _hpcmem_large_stats(&L, &s);
+  EXPECT_GE(s.reserved_bytes, (size_t)1 << 40);
+  EXPECT_EQ(s.mapped_bytes, 0u);
+  _hpcmem_large_destroy(&L);
+}
+
+TEST(_hpcmem_large_init, FromOptions) {
+  hpcmem_large_config_t c;
+  _hpcmem_large_config_from_options(&c);
+  EXPECT_EQ(c.align, 256u);
+  EXPECT_EQ(c.min_split, 128 * KiB);
+  EXPECT_EQ(c.decay_ns, 1000u * 1000000u);
+  hpcmem_large_t L;
+  ASSERT_EQ(_hpcmem_large_init(&L, nullptr), 0);
+  void *p = _hpcmem_large_alloc(&L, 1 * MiB, 0);
+  ASSERT_NE(p, nullptr);
+  memset(p, 1, 1 * MiB);
+  EXPECT_EQ(_hpcmem_large_free(&L, p, nullptr), 0);
+  EXPECT_EQ(_hpcmem_large_check(&L), 0);
+  _hpcmem_large_destroy(&L);
+}
+
+// ----------------------------------------------------------------- alloc
+
+TEST(_hpcmem_large_alloc, SplitsWhenRemainderIsLarge) {
+  Tier t;
+  char *a = t.alloc(4 * MiB), *guard = t.alloc(256 * KiB);
+  ASSERT_TRUE(a && guard);
+  ASSERT_EQ(t.free(a), 0);
+  EXPECT_EQ(t.stats().free_blocks, 1u);
+  char *b = t.alloc(1 * MiB);
+  EXPECT_EQ(b, a);  // best fit: the only free block, its front
+  auto s = t.stats();
+  EXPECT_EQ(s.free_blocks, 1u);
+  EXPECT_GE(s.free_bytes, 3 * MiB - 512);
+  EXPECT_LT(_hpcmem_large_usable_size(&t.L, b), 1 * MiB + 512);
+  char *c = t.alloc(2 * MiB);  // from the split-off remainder, no growth
+  EXPECT_GT(c, b);
+  EXPECT_LT(c, guard);
+  EXPECT_EQ(t.check(), 0);
+}
+
+TEST(_hpcmem_large_alloc, NoSplitBelowThreshold) {
+  Tier t;
+  char *a = t.alloc(4 * MiB), *guard = t.alloc(256 * KiB);
+  ASSERT_TRUE(a && guard);
+  size_t whole = _hpcmem_large_usable_size(&t.L, a);
+  ASSERT_EQ(t.free(a), 0);
+  // the remainder would be ~100 KiB, below header + min_split: no split
+  char *b = t.alloc(4 * MiB - 100 * KiB);
+  EXPECT_EQ(b, a);
+  EXPECT_EQ(_hpcmem_large_usable_size(&t.L, b), whole);
+  EXPECT_EQ(t.stats().free_blocks, 0u);
+  EXPECT_EQ(t.check(), 0);
+  // just above the threshold it does split
+  ASSERT_EQ(t.free(b), 0);
+  b = t.alloc(4 * MiB - 200 * KiB);
+  EXPECT_EQ(b, a);
+  EXPECT_EQ(t.stats().free_blocks, 1u);
+  EXPECT_EQ(t.check(), 0);
+}
+
+TEST(_hpcmem_large_alloc, DefaultAlignment) {
+  for (size_t align : {16, 64, 256, 4096}) {
+    Tier t(NEVER, 1024 * MiB, align);
+    std::mt19937_64 rng(align);
+    std::vector<char *> v;
+    for (int i = 0; i < 50; i++) {
+      char *p = t.alloc(128 * KiB + rng() % (3 * MiB));
+      ASSERT_NE(p, nullptr);
+      EXPECT_EQ((uintptr_t)p % align, 0u) << "align " << align;
+      v.push_back(p);
+    }
+    for (size_t i = 0; i < v.size(); i += 2) ASSERT_EQ(t.free(v[i]), 0);
+    for (int i = 0; i < 20; i++) {
+      char *p = t.alloc(128 * KiB + rng() % (2 * MiB));
+      ASSERT_NE(p, nullptr);
+      EXPECT_EQ((uintptr_t)p % align, 0u);
+    }
+    EXPECT_EQ(t.check(), 0);
+  }
+}
+
+TEST(_hpcmem_large_alloc, PowerOfTwoAlignments) {
+  Tier t;
+  std::vector<char *> v;
+  v.push_back(t.alloc(300 * KiB));  // put the region off every large boundary
+  for (size_t align = 16; align <= 1 * MiB; align *= 2) {
+    for (size_t size : {130 * KiB, 700 * KiB, 3 * MiB + 5}) {
+      char *p = t.alloc(size, align);
+      ASSERT_NE(p, nullptr) << align << " " << size;
+      EXPECT_EQ((uintptr_t)p % align, 0u) << align;
+      EXPECT_GE(_hpcmem_large_usable_size(&t.L, p), size);
+      memset(p, 0x5a, size);
+      v.push_back(p);
+      ASSERT_EQ(t.check(), 0);
+    }
+  }
+  // aligned requests served from free blocks too
+  for (size_t i = 1; i < v.size(); i += 2) ASSERT_EQ(t.free(v[i]), 0);
+  for (size_t align = 4096; align <= 1 * MiB; align *= 4) {
+    char *p = t.alloc(200 * KiB, align);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ((uintptr_t)p % align, 0u);
+    ASSERT_EQ(t.check(), 0);
+  }
+  // a large alignment at a non-aligned spot leaves a free lead block, not waste
+  Tier u;
+  char *x = u.alloc(300 * KiB);
+  char *y = u.alloc(1 * MiB, 4 * MiB);
+  ASSERT_TRUE(x && y);
+  EXPECT_EQ((uintptr_t)y % (4 * MiB), 0u);
+  auto s = u.stats();
+  EXPECT_LT(s.overhead_bytes, 2 * 256u);
+  EXPECT_EQ(u.check(), 0);
+}
+
+TEST(_hpcmem_large_alloc, RejectsBadAlignAndHugeSizes) {
+  Tier t(NEVER, 64 * MiB);
+  errno = 0;
+  EXPECT_EQ(t.alloc(1 * MiB, 3000), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  for (size_t n : {SIZE_MAX, SIZE_MAX - 100, SIZE_MAX / 2, (size_t)65 * MiB}) {
+    errno = 0;
+    EXPECT_EQ(t.alloc(n), nullptr) << n;
+    EXPECT_EQ(errno, ENOMEM);
+  }
+  errno = 0;
+  EXPECT_EQ(t.alloc(1 * MiB, (size_t)1 << 62), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  EXPECT_EQ(t.stats().mapped_bytes, 0u);
+  EXPECT_EQ(t.check(), 0);
+}
+
+TEST(_hpcmem_large_alloc, ZeroAndTinySizes) {
+  Tier t;
+  char *a = t.alloc(0), *b = t.alloc(1);
+  ASSERT_TRUE(a && b);
+  EXPECT_NE(a, b);
+  EXPECT_GE(_hpcmem_large_usable_size(&t.L, a), 1u);
+  EXPECT_EQ(t.free(a), 0);
+  EXPECT_EQ(t.free(b), 0);
+  EXPECT_EQ(t.check(), 0);
+}
+
+TEST(_hpcmem_large_alloc, BestFitAmongSeveralFreeBlocks) {
+  Tier t;
+  size_t sizes[] = {3 * MiB, 1 * MiB, 2 * MiB, 1 * MiB, 5 * MiB};
+  char *blk[5], *guard[5];
+  for (int i = 0; i < 5; i++) {
+    blk[i] = t.alloc(sizes[i]);
+    guard[i] = t.alloc(128 * KiB);
+    ASSERT_TRUE(blk[i] && guard[i]);
+  }
+  for (int i = 0; i < 5; i++) ASSERT_EQ(t.free(blk[i]), 0);
+  EXPECT_EQ(t.stats().free_blocks, 5u);
+  // 900 KiB: the two 1 MiB blocks are the best fit, the lower address wins
+  EXPECT_EQ(t.alloc(900 * KiB), blk[1]);
+  EXPECT_EQ(t.alloc(1 * MiB), blk[3]);
+  EXPECT_EQ(t.alloc(1536 * KiB), blk[2]);
+  EXPECT_EQ(t.alloc(2 * MiB + 512 * KiB), blk[0]);
+  EXPECT_EQ(t.alloc(4 * MiB), blk[4]);
+  EXPECT_EQ(t.stats().grow_count, 10u);  // no growth after the first ten blocks
+  EXPECT_EQ(t.check(), 0);
+}
+
+TEST(_hpcmem_large_alloc, GrowsTheRegion) {
+  Tier t;
+  auto s0 = t.stats();
+  EXPECT_EQ(s0.mapped_bytes, 0u);
+  char *a = t.alloc(1 * MiB);
+  auto s1 = t.stats();
+  EXPECT_GE(s1.mapped_bytes, 1 * MiB);
+  EXPECT_EQ(s1.grow_count, 1u);
+  char *b = t.alloc(2 * MiB);
+  EXPECT_GT(b, a);
+  EXPECT_GE(t.stats().mapped_bytes, 3 * MiB);
+  // a free last block is extended instead of leaving it behind
+  ASSERT_EQ(t.free(b), 0);
+  size_t before = t.stats().mapped_bytes;
+  char *c = t.alloc(5 * MiB);
+  EXPECT_EQ(c, b);
+  auto s2 = t.stats();
+  EXPECT_EQ(s2.mapped_bytes, before + 3 * MiB);
+  EXPECT_EQ(s2.free_blocks, 0u);
+  memset(c, 7, 5 * MiB);
+  EXPECT_EQ(t.check(), 0);
+}
+
+TEST(_hpcmem_large_alloc, ExhaustsAndRecovers) {
+  Tier t(NEVER, 32 * MiB);
+  std::vector<char *> v;
+  char *p;
+  while ((p = t.alloc(1 * MiB))) v.push_back(p);
+  EXPECT_EQ(errno, ENOMEM);
+  EXPECT_GE(v.size(), 30u);
+  EXPECT_EQ(t.check(), 0);
+  ASSERT_EQ(t.free(v[3]), 0);
+  ASSERT_EQ(t.free(v[4]), 0);
+  EXPECT_EQ(t.alloc(2 * MiB), v[3]);
+  EXPECT_EQ(t.check(), 0);
+}
+
+// ------------------------------------------------------------------ free
+
+TEST(_hpcmem_large_free, CoalescesLeft) {
+  Tier t;
+  char *a = t.alloc(1 * MiB), *b = t.alloc(1 * MiB), *g = t.alloc(128 * KiB);
+  ASSERT_TRUE(a && b && g);
+  ASSERT_EQ(t.free(a), 0);
+  ASSERT_EQ(t.free(b), 0);
+  auto s = t.stats();
+  EXPECT_EQ(s.free_blocks, 1u);
+  EXPECT_EQ(s.largest_free, (size_t)(g - a));
+  EXPECT_EQ(t.alloc(2 * MiB), a);
+  EXPECT_EQ(t.check(), 0);
+}
+
+TEST(_hpcmem_large_free, CoalescesRight) {
+  Tier t;
+  char *a = t.alloc(1 * MiB), *b = t.alloc(1 * MiB), *g = t.alloc(128 * KiB);
+  ASSERT_TRUE(a && b && g);
+  ASSERT_EQ(t.free(b), 0);
+  ASSERT_EQ(t.free(a), 0);
+  auto s = t.stats();
+  EXPECT_EQ(s.free_blocks, 1u);
+  EXPECT_EQ(s.largest_free, (size_t)(g - a));
+  EXPECT_EQ(t.alloc(2 * MiB), a);
+  EXPECT_EQ(t.check(), 0);
+}
+
+TEST(_hpcmem_large_free, CoalescesBoth) {
+  Tier t;
+  char *g0 = t.alloc(128 * KiB);
+  char *a = t.alloc(1 * MiB), *b = t.alloc(1 * MiB), *c = t.alloc(1 * MiB);
+  char *g = t.alloc(128 * KiB);
+  ASSERT_TRUE(g0 && a && b && c && g);
+  ASSERT_EQ(t.free(a), 0);
+  ASSERT_EQ(t.free(c), 0);
+  EXPECT_EQ(t.stats().free_blocks, 2u);
+  ASSERT_EQ(t.free(b), 0);
+  auto s = t.stats();
+  EXPECT_EQ(s.free_blocks, 1u);
+  EXPECT_EQ(s.largest_free, (size_t)(g - a));
+  EXPECT_EQ(t.alloc(3 * MiB), a);
+  EXPECT_EQ(t.check(), 0);
+  // everything freed: one free block covering the whole extent
+  ASSERT_EQ(t.free(a), 0);
+  ASSERT_EQ(t.free(g0), 0);
+  ASSERT_EQ(t.free(g), 0);
+  s = t.stats();
+  EXPECT_EQ(s.free_blocks, 1u);
+  EXPECT_EQ(s.free_bytes, s.mapped_bytes);
+  EXPECT_EQ(s.live_blocks, 0u);
+  EXPECT_EQ(t.check(), 0);
+}
+
+TEST(_hpcmem_large_free, ReportsUsableSize) {
+  Tier t;
+  char *a = t.alloc(1 * MiB + 3);
+  size_t u = _hpcmem_large_usable_size(&t.L, a), out = 0;
+  EXPECT_EQ(_hpcmem_large_free(&t.L, a, &out), 0);
+  EXPECT_EQ(out, u);
+  EXPECT_EQ(t.check(), 0);
+}
+
+TEST(_hpcmem_large_free, ForeignPointer) {
+  Tier t;
+  char *a = t.alloc(1 * MiB);
+  int on_stack;
+  static char in_data[4096] __attribute__((aligned(256)));
+  auto before = t.stats();
+  EXPECT_EQ(t.free(&on_stack), -EINVAL);
+  EXPECT_EQ(t.free(in_data), -EINVAL);
+  EXPECT_EQ(t.free(nullptr), -EINVAL);
+  EXPECT_EQ(t.free((void *)(uintptr_t)256), -EINVAL);
+  // inside the reservation but beyond the extent in use
+  EXPECT_EQ(t.free(a + 64 * MiB), -EINVAL);
+  auto after = t.stats();
+  EXPECT_EQ(after.error_count, before.error_count + 5);
+  EXPECT_EQ(after.live_blocks, 1u);
+  EXPECT_EQ(t.check(), 0);
+  EXPECT_EQ(t.free(a), 0);
+}
+
+TEST(_hpcmem_large_free, InteriorPointer) {
+  Tier t;
+  char *a = t.alloc(1 * MiB), *b = t.alloc(1 * MiB);
+  memset(a, 0, 1 * MiB);
+  EXPECT_EQ(t.free(a + 256), -EINVAL);
+  EXPECT_EQ(t.free(a + 4096), -EINVAL);
+  EXPECT_EQ(t.free(a + 512 * KiB), -EINVAL);
+  // an interior pointer whose 16 bytes before it hold a copy of a real header
+  memcpy(a + 4096 - HPCMEM_LARGE_HDR, b - HPCMEM_LARGE_HDR, HPCMEM_LARGE_HDR);
+  EXPECT_EQ(t.free(a + 4096), -EINVAL);
+  EXPECT_EQ(t.stats().live_blocks, 2u);
+  EXPECT_EQ(t.check(), 0);
+  EXPECT_EQ(t.free(a), 0);
+  EXPECT_EQ(t.free(b), 0);
+  EXPECT_EQ(t.check(), 0);
+}
+
+TEST(_hpcmem_large_free, MisalignedPointer) {
+  Tier t;
+  char *a = t.alloc(1 * MiB);
+  for (int off : {1, 8, 16, 100, -16, -1})
+    EXPECT_EQ(t.free(a + off), -EINVAL) << off;
+  EXPECT_EQ(t.stats().live_blocks, 1u);
+  EXPECT_EQ(t.check(), 0);
+  EXPECT_EQ(t.free(a), 0);
+}
+
+TEST(_hpcmem_large_free, DoubleFree) {
+  Tier t;
+  char *a = t.alloc(1 * MiB), *b = t.alloc(1 * MiB), *c = t.alloc(1 * MiB);
+  ASSERT_EQ(t.free(b), 0);
+  EXPECT_EQ(t.free(b), -EALREADY);
+  ASSERT_EQ(t.free(a), 0);  // b's block is now merged into a's
+  EXPECT_EQ(t.free(b), -EALREADY);
+  EXPECT_EQ(t.free(a), -EALREADY);
+  auto s = t.stats();
+  EXPECT_EQ(s.free_blocks, 1u);
+  EXPECT_EQ(s.live_blocks, 1u);
+  EXPECT_EQ(s.error_count, 3u);
+  EXPECT_EQ(t.check(), 0);
+  EXPECT_EQ(_hpcmem_large_resize(&t.L, a, 10), -EINVAL);
+  EXPECT_EQ(_hpcmem_large_usable_size(&t.L, a), 0u);
+  EXPECT_EQ(t.free(c), 0);
+  EXPECT_EQ(t.check(), 0);
+}
+
+// ---------------------------------------------------------------- resize
+
+TEST(_hpcmem_large_resize, ShrinkSplitsTail) {
+  Tier t;
+  char *a = t.alloc(4 * MiB), *g = t.alloc(128 * KiB);
+  ASSERT_TRUE(a && g);
+  memset(a, 3, 1 * MiB);
+  EXPECT_EQ(_hpcmem_large_resize(&t.L, a, 1 * MiB), 0);
+  size_t u = _hpcmem_large_usable_size(&t.L, a);
+  EXPECT_GE(u, 1 * MiB);
+  EXPECT_LT(u, 1 * MiB + 256);
+  EXPECT_EQ(t.stats().free_blocks, 1u);
+  for (size_t i = 0; i < 1 * MiB; i += 4096) ASSERT_EQ(a[i], 3);
+  char *b = t.alloc(2 * MiB);  // lands in the split-off tail
+  EXPECT_GT(b, a);
+  EXPECT_LT(b, g);
+  EXPECT_EQ(t.check(), 0);
+}
+
+TEST(_hpcmem_large_resize, ShrinkTooLittleKeepsBlock) {
+  Tier t;
+  char *a = t.alloc(4 * MiB), *g = t.alloc(128 * KiB);
+  ASSERT_TRUE(a && g);
+  size_t u = _hpcmem_large_usable_size(&t.L, a);
+  EXPECT_EQ(_hpcmem_large_resize(&t.L, a, 4 * MiB - 64 * KiB), 0);
+  EXPECT_EQ(_hpcmem_large_usable_size(&t.L, a), u);
+  EXPECT_EQ(t.stats().free_blocks, 0u);
+  EXPECT_EQ(t.check(), 0);
+}
+
+TEST(_hpcmem_large_resize, GrowsIntoFreeNeighbour) {
+  Tier t;
+  char *a = t.alloc(1 * MiB), *b = t.alloc(3 * MiB), *g = t.alloc(128 * KiB);
+  ASSERT_TRUE(a && b && g);
+  for (size_t i = 0; i < 1 * MiB; i++) a[i] = (char)(i * 7);
+  ASSERT_EQ(t.free(b), 0);
+  // uses part of the neighbour; the rest stays a free block
+  EXPECT_EQ(_hpcmem_large_resize(&t.L, a, 2 * MiB), 0);
+  EXPECT_GE(_hpcmem_large_usable_size(&t.L, a), 2 * MiB);
+  EXPECT_EQ(t.stats().free_blocks, 1u);
+  EXPECT_EQ(t.check(), 0);
+  // uses all of it (remainder below the split threshold)
+  EXPECT_EQ(_hpcmem_large_resize(&t.L, a, (size_t)(g - a) - 64 * KiB), 0);
+  EXPECT_EQ(_hpcmem_large_usable_size(&t.L, a), (size_t)(g - a) - HPCMEM_LARGE_HDR);
+  EXPECT_EQ(t.stats().free_blocks, 0u);
+  for (size_t i = 0; i < 1 * MiB; i++) ASSERT_EQ(a[i], (char)(i * 7));
+  memset(a, 1, _hpcmem_large_usable_size(&t.L, a));
+  EXPECT_EQ(t.check(), 0);
+}
+
+TEST(_hpcmem_large_resize, GrowsAtTheEndOfTheRegion) {
+  Tier t;
+  char *a = t.alloc(1 * MiB);
+  EXPECT_EQ(_hpcmem_large_resize(&t.L, a, 10 * MiB), 0);
+  EXPECT_GE(_hpcmem_large_usable_size(&t.L, a), 10 * MiB);
+  memset(a, 1, 10 * MiB);
+  // also through a free last block
+  char *b = t.alloc(1 * MiB), *c = t.alloc(1 * MiB);
+  ASSERT_EQ(t.free(c), 0);
+  EXPECT_EQ(_hpcmem_large_resize(&t.L, b, 8 * MiB), 0);
+  EXPECT_EQ(t.stats().free_blocks, 0u);
+  EXPECT_EQ(t.check(), 0);
+}
+
+TEST(_hpcmem_large_resize, FailsWhenNeighbourIsLive) {
+  Tier t;
+  char *a = t.alloc(1 * MiB), *b = t.alloc(1 * MiB);
+  size_t u = _hpcmem_large_usable_size(&t.L, a);
+  EXPECT_EQ(_hpcmem_large_resize(&t.L, a, 2 * MiB), -ENOMEM);
+  EXPECT_EQ(_hpcmem_large_usable_size(&t.L, a), u);
+  ASSERT_EQ(t.free(b), 0);
+  EXPECT_EQ(_hpcmem_large_resize(&t.L, a, SIZE_MAX - 8), -ENOMEM);  // too large in any case
+  Tier small(NEVER, 16 * MiB);
+  char *x = small.alloc(1 * MiB);
+  EXPECT_EQ(_hpcmem_large_resize(&small.L, x, 17 * MiB), -ENOMEM);  // beyond the reservation
+  EXPECT_EQ(t.check(), 0);
+  EXPECT_EQ(small.check(), 0);
+}
+
+TEST(_hpcmem_large_resize, BadPointer) {
+  Tier t;
+  char *a = t.alloc(1 * MiB);
+  int x;
+  EXPECT_EQ(_hpcmem_large_resize(&t.L, &x, 10), -EINVAL);
+  EXPECT_EQ(_hpcmem_large_resize(&t.L, a + 256, 10), -EINVAL);
+  EXPECT_EQ(_hpcmem_large_resize(&t.L, a + 1, 10), -EINVAL);
+  EXPECT_EQ(t.check(), 0);
+}
+
+// ----------------------------------------------------------- usable size
+
+TEST(_hpcmem_large_usable_size, LiveAndNot) {
+  Tier t;
+  for (size_t n : {128 * KiB, 128 * KiB + 1, 1 * MiB - 17, 7 * MiB}) {
+    char *p = t.alloc(n);
+    size_t u = _hpcmem_large_usable_size(&t.L, p);
+    EXPECT_GE(u, n);
+    EXPECT_LT(u, n + 256);  // grown region: no remainder kept
+    memset(p, 9, u);
+  }
+  int x;
+  EXPECT_EQ(_hpcmem_large_usable_size(&t.L, &x), 0u);
+  EXPECT_EQ(_hpcmem_large_usable_size(&t.L, nullptr), 0u);
+  EXPECT_EQ(t.check(), 0);
+}
+
+TEST(_hpcmem_large_owns, AddressRange) {
+  Tier t;
+  char *p = t.alloc(1 * MiB);
+  int x;
+  EXPECT_TRUE(_hpcmem_large_owns(&t.L, p));
+  EXPECT_TRUE(_hpcmem_large_owns(&t.L, p + 100 * MiB));  // reserved, not in use
+  EXPECT_FALSE(_hpcmem_large_owns(&t.L, &x));
+  EXPECT_FALSE(_hpcmem_large_owns(&t.L, nullptr));
+}
+
+// ----------------------------------------------------------------- decay
+
+TEST(_hpcmem_large_decay, ReturnsPagesAfterTheDecayTime) {
+  const uint64_t decay = 200 * 1000000ull;
+  Tier t(decay);
+  char *g0 = t.alloc(256 * KiB);
+  char *a = t.alloc(8 * MiB);
+  char *g1 = t.alloc(256 * KiB);
+  memset(g0, 1, 256 * KiB);
+  memset(a, 2, 8 * MiB);
+  memset(g1, 3, 256 * KiB);
+  ASSERT_EQ(resident(a, 8 * MiB), pages_in(a, 8 * MiB));
+  uint64_t t0 = _hpcmem_prim_now_ns();
+  ASSERT_EQ(t.free(a), 0);
+  EXPECT_EQ(t.stats().retained_bytes, (size_t)(g1 - a));  // the whole block, headers aligned
+  _hpcmem_large_decay(&t.L, t0 + decay / 2, 0);  // not old enough yet
+  EXPECT_EQ(resident(a, 8 * MiB), pages_in(a, 8 * MiB));
+  _hpcmem_large_decay(&t.L, t0 + 2 * decay, 0);
+  EXPECT_EQ(resident(a, 8 * MiB), 0u);
+  auto s = t.stats();
+  EXPECT_GE(s.decayed_bytes, 8 * MiB - 2 * page());
+  EXPECT_EQ(s.retained_bytes, 0u);
+  EXPECT_EQ(s.decay_count, 1u);
+  // the live neighbours kept their data, including their headers
+  for (size_t i = 0; i < 256 * KiB; i++) ASSERT_EQ(g0[i], 1);
+  for (size_t i = 0; i < 256 * KiB; i++) ASSERT_EQ(g1[i], 3);
+  EXPECT_EQ(_hpcmem_large_usable_size(&t.L, g1), _hpcmem_large_usable_size(&t.L, g0));
+  EXPECT_EQ(t.check(), 0);
+  // reuse refaults zero pages
+  char *b = t.alloc(8 * MiB);
+  ASSERT_EQ(b, a);
+  EXPECT_EQ(b[4 * MiB], 0);
+  memset(b, 4, 8 * MiB);
+  EXPECT_EQ(t.free(g0), 0);
+  EXPECT_EQ(t.free(g1), 0);
+  EXPECT_EQ(t.check(), 0);
+}
+
+TEST(_hpcmem_large_decay, RunsFromAllocAndFree) {
+  const uint64_t decay = 20 * 1000000ull;
+  Tier t(decay);
+  char *a = t.alloc(4 * MiB), *g = t.alloc(256 * KiB);
+  memset(a, 1, 4 * MiB);
+  ASSERT_EQ(t.free(a), 0);
+  EXPECT_EQ(resident(a, 4 * MiB), pages_in(a, 4 * MiB));
+  usleep(3 * decay / 1000);
+  char *b = t.alloc(256 * KiB);  // a later operation notices the old free pages
+  ASSERT_NE(b, nullptr);
+  EXPECT_LT(resident(a, 4 * MiB), pages_in(a, 4 * MiB) / 8);
+  EXPECT_GT(t.stats().decayed_bytes, 3 * MiB);
+  EXPECT_EQ(t.free(g), 0);
+  EXPECT_EQ(t.check(), 0);
+}
+
+TEST(_hpcmem_large_decay, ZeroMeansAtOnce) {
+  Tier t(0);
+  char *a = t.alloc(4 * MiB), *g = t.alloc(256 * KiB);
+  memset(a, 1, 4 * MiB);
+  memset(g, 2, 256 * KiB);
+  ASSERT_EQ(t.free(a), 0);
+  EXPECT_EQ(resident(a, 4 * MiB), 0u);
+  EXPECT_EQ(t.stats().retained_bytes, 0u);
+  for (size_t i = 0; i < 256 * KiB; i++) ASSERT_EQ(g[i], 2);
+  EXPECT_EQ(t.check(), 0);
+}
+
+TEST(_hpcmem_large_decay, DisabledKeepsPages) {
+  Tier t(NEVER);
+  char *a = t.alloc(4 * MiB), *g = t.alloc(256 * KiB);
+  memset(a, 1, 4 * MiB);
+  ASSERT_EQ(t.free(a), 0);
+  uint64_t later = _hpcmem_prim_now_ns() + 3600ull * 1000000000ull;
+  _hpcmem_large_decay(&t.L, later, 0);
+  EXPECT_EQ(resident(a, 4 * MiB), pages_in(a, 4 * MiB));
+  auto s = t.stats();
+  EXPECT_EQ(s.decayed_bytes, 0u);
+  EXPECT_GE(s.retained_bytes, 4 * MiB);
+  // force gives everything back regardless of age
+  _hpcmem_large_decay(&t.L, later, 1);
+  EXPECT_EQ(resident(a, 4 * MiB), 0u);
+  EXPECT_EQ(t.stats().retained_bytes, 0u);
+  EXPECT_EQ(t.free(g), 0);
+  EXPECT_EQ(t.check(), 0);
+}
+
+TEST(_hpcmem_large_decay, ReusedBlockIsNotGivenBack) {
+  const uint64_t decay = 100 * 1000000ull;
+  Tier t(decay);
+  char *a = t.alloc(4 * MiB), *g = t.alloc(256 * KiB);
+  memset(a, 1, 4 * MiB);
+  uint64_t t0 = _hpcmem_prim_now_ns();
+  ASSERT_EQ(t.free(a), 0);
+  char *b = t.alloc(4 * MiB);  // reused at once
+  ASSERT_EQ(b, a);
+  _hpcmem_large_decay(&t.L, t0 + 10 * decay, 0);
+  EXPECT_EQ(resident(b, 4 * MiB), pages_in(b, 4 * MiB));
+  EXPECT_EQ(t.stats().decay_count, 0u);
+  EXPECT_EQ(b[100], 1);  // not zeroed: still the old pages
+  EXPECT_EQ(t.free(g), 0);
+  EXPECT_EQ(t.check(), 0);
+}
+
+TEST(_hpcmem_large_decay, SplitRemainderKeepsItsAge) {
+  const uint64_t decay = 100 * 1000000ull;
+  Tier t(decay);
+  char *a = t.alloc(8 * MiB), *g = t.alloc(256 * KiB);
+  memset(a, 1, 8 * MiB);
+  uint64_t t0 = _hpcmem_prim_now_ns();
+  ASSERT_EQ(t.free(a), 0);
+  char *b = t.alloc(1 * MiB);  // the dirty remainder keeps the free time of the block
+  ASSERT_EQ(b, a);
+  _hpcmem_large_decay(&t.L, t0 + 2 * decay, 0);
+  EXPECT_EQ(resident(b, 1 * MiB), pages_in(b, 1 * MiB));
+  EXPECT_LE(resident(a + 1 * MiB + 4096, 7 * MiB - 8192), 1u);
+  EXPECT_EQ(t.free(g), 0);
+  EXPECT_EQ(t.check(), 0);
+}
+
+// ----------------------------------------------------------------- stats
+
+TEST(_hpcmem_large_stats, SumsAddUp) {
+  Tier t;
+  std::mt19937_64 rng(7);
+  std::vector<char *> v;
+  for (int i = 0; i < 200; i++) v.push_back(t.alloc(128 * KiB + rng() % (4 * MiB)));
+  for (size_t i = 0; i < v.size(); i += 3) ASSERT_EQ(t.free(v[i]), 0);
+  auto s = t.stats();
+  EXPECT_EQ(s.mapped_bytes, s.live_bytes + s.overhead_bytes + s.free_bytes);
+  EXPECT_EQ(s.alloc_count, 200u);
+  EXPECT_EQ(s.free_count, 67u);
+  EXPECT_EQ(s.live_blocks, 133u);
+  EXPECT_GE(s.overhead_bytes, s.live_blocks * HPCMEM_LARGE_HDR);
+  EXPECT_LE(s.retained_bytes, s.free_bytes);
+  EXPECT_GE(s.free_blocks, 1u);
+  EXPECT_LE(s.largest_free, s.free_bytes);
+  EXPECT_GE(s.meta_bytes, (s.live_blocks + s.free_blocks) * 64);
+  size_t live = 0;
+  for (size_t i = 0; i < v.size(); i++)
+    if (i % 3) live += _hpcmem_large_usable_size(&t.L, v[i]);
+  EXPECT_EQ(live, s.live_bytes);
+  EXPECT_EQ(t.check(), 0);
+}
+
+// ----------------------------------------------------------------- check
+
+TEST(_hpcmem_large_check, DetectsCorruption) {
+  Tier t;
+  char *a = t.alloc(1 * MiB), *b = t.alloc(1 * MiB);
+  ASSERT_EQ(t.check(), 0);
+  char saved[HPCMEM_LARGE_HDR];
+  memcpy(saved, b - HPCMEM_LARGE_HDR, sizeof saved);
+  memset(b - HPCMEM_LARGE_HDR, 0, sizeof saved);  // an overflow out of a
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(t.check(), -EFAULT);
+  std::string msg = testing::internal::GetCapturedStderr();
+  EXPECT_NE(msg.find("live header"), std::string::npos) << msg;
+  EXPECT_EQ(t.free(b), -EINVAL);  // the damaged block is refused, nothing else happens
+  memcpy(b - HPCMEM_LARGE_HDR, saved, sizeof saved);
+  EXPECT_EQ(t.check(), 0);
+  EXPECT_EQ(t.free(a), 0);
+  EXPECT_EQ(t.free(b), 0);
+  EXPECT_EQ(t.check(), 0);
+}
+
+// ------------------------------------------------------------------ fork
+
+TEST(_hpcmem_large_fork_child, ChildCanAllocate) {
+  Tier t(0);
+  char *a = t.alloc(1 * MiB);
+  memset(a, 5, 1 * MiB);
+  _hpcmem_large_fork_prepare(&t.L);
+  pid_t pid = fork();
+  if (pid == 0) {
+    _hpcmem_large_fork_child(&t.L);
+    char *b = t.alloc(2 * MiB);
+    int ok = b && a[1000] == 5 && t.free(a) == 0 && t.free(b) == 0 && t.check() == 0;
+    _exit(ok ? 0 : 1);
+  }
+  _hpcmem_large_fork_parent(&t.L);
+  ASSERT_GT(pid, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_EQ(t.free(a), 0);
+  EXPECT_EQ(t.check(), 0);
+}
+
+// ------------------------------------------------------------ randomized
+
+namespace {
+
+struct Live { char *p; size_t n; uint8_t seed; };
+
+// Bytes checked: the first and last 64 and one per 64 KiB -- cheap, but it
+// catches any overlap between blocks and any header written into live data.
+char expect_at(const Live &b, size_t i) {
+  return i < 64 ? (char)(b.seed + i) : i + 64 >= b.n ? (char)(b.seed ^ i) : (char)(b.seed * 3 + i);
+}
+
+template <class F> void each_checked(const Live &b, F f) {
+  for (size_t i = 0; i < 64 && i < b.n; i++) f(i);
+  for (size_t i = 64 * KiB; i + 64 < b.n; i += 64 * KiB) f(i);
+  for (size_t i = b.n > 128 ? b.n - 64 : 64; i < b.n; i++) f(i);
+}
+
+void fill(const Live &b) {
+  each_checked(b, [&](size_t i) { b.p[i] = expect_at(b, i); });
+}
+
+bool verify(const Live &b) {
+  bool ok = true;
+  each_checked(b, [&](size_t i) {
+    if (ok && b.p[i] != expect_at(b, i)) {
+      fprintf(stderr, "byte %zu of %zu differs\n", i, b.n);
+      ok = false;
+    }
+  });
+  return ok;
+}
+
+void random_run(uint64_t decay_ns, size_t align, unsigned seed, int ops) {
+  Tier t(decay_ns, 8192 * MiB, align);
+  std::mt19937_64 rng(seed);
+  std::vector<Live> live;
+  for (int op = 0; op < ops; op++) {
+    unsigned r = (unsigned)(rng() % 100);
+    if (live.empty() || (r < 50 && live.size() < 300)) {
+      size_t n = (rng() % 4 == 0) ? rng() % (128 * KiB) : 128 * KiB + rng() % (8 * MiB);
+      size_t a = (rng() % 8 == 0) ? (size_t)1 << (4 + rng() % 17) : 0;
+      Live b = {t.alloc(n, a), n, (uint8_t)rng()};
+      ASSERT_NE(b.p, nullptr) << "op " << op;
+      if (a) {
+        ASSERT_EQ((uintptr_t)b.p % a, 0u);
+      }
+      ASSERT_GE(_hpcmem_large_usable_size(&t.L, b.p), n);
+      fill(b);
+      live.push_back(b);
+    } else if (r < 90) {
+      size_t i = rng() % live.size();
+      ASSERT_TRUE(verify(live[i])) << "op " << op;
+      size_t out = 0;
+      ASSERT_EQ(_hpcmem_large_free(&t.L, live[i].p, &out), 0) << "op " << op;
+      ASSERT_GE(out, live[i].n);
+      if (rng() % 16 == 0) {
+        // recognised while the header page is still there; after an
+        // immediate decay the page reads as zero and the pointer is unknown
+        int again = t.free(live[i].p);
+        if (decay_ns) {
+          ASSERT_EQ(again, -EALREADY);
+        } else {
+          ASSERT_TRUE(again == -EALREADY || again == -EINVAL) << again;
+        }
+      }
+      live[i] = live.back();
+      live.pop_back();
+    } else {
+      size_t i = rng() % live.size();
+      Live &b = live[i];
+      ASSERT_TRUE(verify(b)) << "op " << op;
+      size_t n = rng() % 2 ? b.n / 2 + 1 : b.n + rng() % (4 * MiB);
+      int rc = _hpcmem_large_resize(&t.L, b.p, n);
+      ASSERT_TRUE(rc == 0 || rc == -ENOMEM) << rc;
+      if (rc == 0) {
+        ASSERT_GE(_hpcmem_large_usable_size(&t.L, b.p), n);
+        b.n = n;
+        fill(b);
+      }
+    }
+    if (rng() % 64 == 0 && !live.empty() && live[0].n > 8192) {  // a bad pointer now and then
+      ASSERT_EQ(t.free(live[0].p + 4096), -EINVAL);
+    }
+    int rc = t.check();
+    ASSERT_EQ(rc, 0) << "op " << op;
+  }
+  for (auto &b : live) {
+    ASSERT_TRUE(verify(b));
+    ASSERT_EQ(t.free(b.p), 0);
+  }
+  auto s = t.stats();
+  EXPECT_EQ(s.live_blocks, 0u);
+  EXPECT_EQ(s.free_blocks, 1u);
+  EXPECT_EQ(t.check(), 0);
+}
+
+}  // namespace
+
+TEST(_hpcmem_large_alloc, Randomized100kOperations) {
+  random_run(NEVER, 256, 1, 100000);
+}
+
+TEST(_hpcmem_large_alloc, RandomizedWithImmediateDecay) {
+  random_run(0, 256, 2, 20000);
+}
+
+TEST(_hpcmem_large_alloc, RandomizedSmallAlignmentShortDecay) {
+  random_run(1000000, 16, 3, 30000);
+}
