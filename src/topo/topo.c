@@ -1,0 +1,812 @@
+/* Topology (see topo.h).  Everything hwloc tells us is copied once into the
+ * static tables below, so that the allocator's queries never call hwloc (which
+ * would malloc) except through the kept topology's cpusets, which hwloc reads
+ * without allocating. */
+#include "config.h"
+#include "topo/topo.h"
+#include "util/log.h"
+#include "util/options.h"
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+#ifdef HAVE_HWLOC
+#include <hwloc.h>
+#endif
+
+#define ULONG_BITS (8 * (int)sizeof(unsigned long))
+
+typedef struct {
+  int loaded;
+  char source[HPCMEM_OPT_STR_MAX + 16];
+  int nnodes;
+  hpcmem_numa_info_t node[HPCMEM_TOPO_MAX_NODES];  /* ascending OS index */
+  int ncpus;                                       /* PUs in pu_order */
+  int cpu_limit;                                   /* largest OS cpu number + 1 */
+  int16_t pu_order[HPCMEM_TOPO_MAX_CPUS];          /* OS cpu numbers, topology order */
+  int16_t cpu_numa[HPCMEM_TOPO_MAX_CPUS];          /* OS node index; -1: no such cpu */
+  int16_t cpu_group[HPCMEM_TOPO_MAX_CPUS];         /* -1: no such cpu */
+  int ngroups;
+  const char *group_level;
+#ifdef HAVE_HWLOC
+  hwloc_topology_t topo;
+  hwloc_obj_t node_obj[HPCMEM_TOPO_MAX_NODES];
+#endif
+} topo_t;
+
+/* Zero-initialised: before a load this is a one-node, one-group machine
+ * (the accessors below special-case !loaded). */
+static topo_t T;
+
+/* ------------------------------------------------------------------ */
+/* Kinds                                                                */
+
+static const char *const kind_names[HPCMEM_MEM_KINDS_] = {"DRAM", "HBM", "NVM", "unknown"};
+
+const char *_hpcmem_topo_kind_name(hpcmem_mem_kind_t kind) {
+  return (unsigned)kind < HPCMEM_MEM_KINDS_ ? kind_names[kind] : "invalid";
+}
+
+int _hpcmem_topo_kind_parse(const char *text) {
+  if (!text) return -EINVAL;
+  for (int k = 0; k < HPCMEM_MEM_KINDS_; k++)
+    if (strcasecmp(text, kind_names[k]) == 0) return k;
+  return -EINVAL;
+}
+
+static int contains_ci(const char *hay, const char *needle) {
+  size_t n = strlen(needle);
+  for (; *hay; hay++)
+    if (strncasecmp(hay, needle, n) == 0) return 1;
+  return 0;
+}
+
+/* The kind a hwloc name states (subtype "MCDRAM", hwloc >= 2.10 "HBM",
+ * "CXL-DRAM", DAXType "NVM" ...); -1 when the name is empty, UNKNOWN when it
+ * is something else (GPUMemory, SPM: we cannot tell what it is). */
+static int kind_of_name(const char *name) {
+  if (!name || !*name) return -1;
+  if (contains_ci(name, "MCDRAM") || strncasecmp(name, "HBM", 3) == 0) return HPCMEM_MEM_HBM;
+  if (contains_ci(name, "NVM") || contains_ci(name, "NVDIMM") || contains_ci(name, "PMEM"))
+    return HPCMEM_MEM_NVM;
+  if (contains_ci(name, "DRAM")) return HPCMEM_MEM_DRAM;
+  return HPCMEM_MEM_UNKNOWN;
+}
+
+/* ------------------------------------------------------------------ */
+/* Node masks                                                           */
+
+static void mask_set(unsigned long *mask, int bit) { mask[bit / ULONG_BITS] |= 1UL << (bit % ULONG_BITS); }
+static int mask_isset(const unsigned long *mask, int bit) { return (mask[bit / ULONG_BITS] >> (bit % ULONG_BITS)) & 1; }
+
+static void mask_clear(unsigned long *mask, int maxnode) {
+  for (int i = 0; i < maxnode; i++) mask[i / ULONG_BITS] &= ~(1UL << (i % ULONG_BITS));
+}
+
+char *_hpcmem_topo_nodeset_format(const unsigned long *mask, int maxnode, char *buf, size_t len) {
+  size_t n = 0;
+  if (!buf || len == 0) return buf;
+  buf[0] = 0;
+  for (int i = 0; mask && i < maxnode; i++) {
+    if (!mask_isset(mask, i)) continue;
+    int j = i;
+    while (j + 1 < maxnode && mask_isset(mask, j + 1)) j++;
+    int w = j > i ? snprintf(buf + n, len - n, "%s%d-%d", n ? "," : "", i, j)
+                  : snprintf(buf + n, len - n, "%s%d", n ? "," : "", i);
+    if (w < 0 || (size_t)w >= len - n) {  /* truncated: end with "..." */
+      if (len > 4) strcpy(buf + len - 4, "...");
+      return buf;
+    }
+    n += (size_t)w;
+    i = j;
+  }
+  return buf;
+}
+
+/* The OS indexes of the loaded nodes as a list (for messages). */
+static char *existing_nodes(char *buf, size_t len) {
+  unsigned long m[HPCMEM_TOPO_MASK_LONGS] = {0};
+  for (int i = 0; i < T.nnodes; i++) mask_set(m, T.node[i].os_index);
+  if (!T.loaded) mask_set(m, 0);
+  return _hpcmem_topo_nodeset_format(m, HPCMEM_TOPO_MAX_NODE_OS, buf, len);
+}
+
+/* ------------------------------------------------------------------ */
+/* Simple accessors                                                     */
+
+int _hpcmem_topo_loaded(void) { return T.loaded; }
+const char *_hpcmem_topo_source(void) { return T.loaded ? T.source : "not loaded"; }
+int _hpcmem_topo_numa_count(void) { return T.loaded ? T.nnodes : 1; }
+int _hpcmem_topo_cpu_count(void) { return T.loaded ? T.ncpus : 1; }
+int _hpcmem_topo_cpu_limit(void) { return T.loaded ? T.cpu_limit : 1; }
+const char *_hpcmem_topo_group_level(void) { return T.group_level ? T.group_level : "none (not loaded)"; }
+
+int _hpcmem_topo_numa_info(int node, hpcmem_numa_info_t *out) {
+  if (!out || node < 0 || node >= _hpcmem_topo_numa_count()) return -EINVAL;
+  if (T.loaded) {
+    *out = T.node[node];
+  } else {
+    memset(out, 0, sizeof *out);
+    out->kind = HPCMEM_MEM_DRAM;
+  }
+  return 0;
+}
+
+int _hpcmem_topo_numa_lookup(int os_index) {
+  if (!T.loaded) return os_index == 0 ? 0 : -ENODEV;
+  for (int i = 0; i < T.nnodes; i++)
+    if (T.node[i].os_index == os_index) return i;
+  return -ENODEV;
+}
+
+int _hpcmem_topo_cpu_numa(int cpu) {
+  if (cpu < 0) return -EINVAL;
+  if (!T.loaded) return 0;
+  if (cpu >= HPCMEM_TOPO_MAX_CPUS || T.cpu_numa[cpu] < 0) return -ENODEV;
+  return T.cpu_numa[cpu];
+}
+
+int _hpcmem_topo_cpu_group(int cpu) {
+  if (cpu < 0) return -EINVAL;
+  int n = T.ngroups > 0 ? T.ngroups : 1;
+  if (T.loaded && cpu < HPCMEM_TOPO_MAX_CPUS && T.cpu_group[cpu] >= 0) return T.cpu_group[cpu];
+  return cpu % n;
+}
+
+int _hpcmem_topo_group_numa(int group) {
+  int n = T.ngroups > 0 ? T.ngroups : 1;
+  if (group < 0 || group >= n) return -EINVAL;
+  if (!T.loaded) return 0;
+  for (int i = 0; i < T.ncpus; i++)
+    if (T.cpu_group[T.pu_order[i]] == group) return _hpcmem_topo_cpu_numa(T.pu_order[i]);
+  return -ENODEV;
+}
+
+/* ------------------------------------------------------------------ */
+/* Node lists                                                           */
+
+static int nodeset_fail(const char *what, const char *text, int err, const char *fmt, ...)
+    HPCMEM_PRINTF(4, 5);
+static int nodeset_fail(const char *what, const char *text, int err, const char *fmt, ...) {
+  if (what) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    _hpcmem_vformat(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    _hpcmem_warn("%s '%s': %s", what, text, msg);
+  }
+  return err;
+}
+
+#define NODESET_EXPECTED "expected \"all\" or node numbers and ranges like 0-3,6"
+
+/* One node number: digits only, at most 9 of them (*toolong set beyond). */
+static const char *parse_node(const char *p, long *out, int *toolong) {
+  if (!isdigit((unsigned char)*p)) return NULL;
+  long v = 0;
+  int digits = 0;
+  for (; isdigit((unsigned char)*p); p++, digits++)
+    if (digits < 9) v = v * 10 + (*p - '0');
+  *toolong = digits > 9;
+  *out = v;
+  return p;
+}
+
+/* Nodes past the mask limit never exist, which also bounds the ranges. */
+static int node_exists(long node) {
+  if (node < 0 || node >= HPCMEM_TOPO_MAX_NODE_OS) return 0;
+  if (!T.loaded) return 1;  /* nothing to check against yet */
+  for (int i = 0; i < T.nnodes; i++)
+    if (T.node[i].os_index == node) return 1;
+  return 0;
+}
+
+static int add_node(const char *what, const char *text, long node, unsigned long *mask, int maxnode) {
+  char have[128];
+  if (!node_exists(node))
+    return nodeset_fail(what, text, -ENODEV, "NUMA node %ld does not exist (the topology has nodes %s)",
+                        node, existing_nodes(have, sizeof have));
+  if (mask && node >= maxnode)
+    return nodeset_fail(what, text, -ERANGE, "NUMA node %ld does not fit in a mask of %d nodes", node, maxnode);
+  if (mask) mask_set(mask, (int)node);
+  return 0;
+}
+
+int _hpcmem_topo_nodeset_parse_as(const char *what, const char *text, unsigned long *mask, int maxnode) {
+  if (!text) return nodeset_fail(what, "(null)", -EINVAL, "no node list given");
+  if (maxnode < 0 || (maxnode > 0 && !mask)) return -EINVAL;
+  if (mask) mask_clear(mask, maxnode);
+  const char *p = text, *end = text + strlen(text);
+  while (isspace((unsigned char)*p)) p++;
+  while (end > p && isspace((unsigned char)end[-1])) end--;
+  if (p == end) return nodeset_fail(what, text, -EINVAL, "empty (" NODESET_EXPECTED ")");
+  int count = 0;
+  if ((size_t)(end - p) == 3 && strncasecmp(p, "all", 3) == 0) {
+    if (!T.loaded) return add_node(what, text, 0, mask, maxnode) ? -ERANGE : 1;
+    for (int i = 0; i < T.nnodes; i++) {
+      int r = add_node(what, text, T.node[i].os_index, mask, maxnode);
+      if (r) return r;
+      count++;
+    }
+    return count;
+  }
+  for (;;) {
+    long a, b;
+    int big_a = 0, big_b = 0;
+    const char *q = parse_node(p, &a, &big_a);
+    if (!q) goto syntax;
+    b = a;
+    if (*q == '-') {
+      q = parse_node(q + 1, &b, &big_b);
+      if (!q) goto syntax;
+    }
+    if (big_a || big_b)
+      return nodeset_fail(what, text, -ENODEV, "node number '%.*s' is far too large", (int)(q - p), p);
+    if (b < a) return nodeset_fail(what, text, -EINVAL, "range %ld-%ld runs backwards", a, b);
+    for (long n = a; n <= b; n++) {
+      int r = add_node(what, text, n, mask, maxnode);
+      if (r) return r;
+      count++;
+    }
+    p = q;
+    if (p == end) return count;
+    if (*p != ',') goto syntax;
+    p++;
+  }
+syntax:
+  if (p == end) return nodeset_fail(what, text, -EINVAL, "nothing after the last ',' (" NODESET_EXPECTED ")");
+  return nodeset_fail(what, text, -EINVAL, "syntax error at '%.*s' (" NODESET_EXPECTED ")", (int)(end - p), p);
+}
+
+int _hpcmem_topo_nodeset_parse(const char *text, unsigned long *mask, int maxnode) {
+  return _hpcmem_topo_nodeset_parse_as("node list", text, mask, maxnode);
+}
+
+/* ------------------------------------------------------------------ */
+/* Classes and LOCAL                                                    */
+
+int _hpcmem_topo_class(hpcmem_mem_kind_t kind, hpcmem_mem_class_t *out) {
+  if ((unsigned)kind >= HPCMEM_MEM_KINDS_) return -EINVAL;
+  hpcmem_mem_class_t c;
+  memset(&c, 0, sizeof c);
+  c.kind = kind;
+  uint64_t bw = 0, lat = 0;
+  int nbw = 0, nlat = 0;
+  for (int i = 0; i < _hpcmem_topo_numa_count(); i++) {
+    hpcmem_numa_info_t n;
+    _hpcmem_topo_numa_info(i, &n);
+    if (n.kind != kind) continue;
+    c.node_count++;
+    mask_set(c.nodes, n.os_index);
+    c.capacity += n.capacity;
+    if (n.bandwidth) { bw += n.bandwidth; nbw++; }
+    if (n.latency) { lat += n.latency; nlat++; }
+  }
+  if (c.node_count == 0) return -ENODEV;
+  c.bandwidth = nbw ? bw / (uint64_t)nbw : 0;
+  c.latency = nlat ? lat / (uint64_t)nlat : 0;
+  if (out) *out = c;
+  return 0;
+}
+
+int _hpcmem_topo_classes(hpcmem_mem_class_t *out, int max) {
+  if (max > 0 && !out) return -EINVAL;
+  int n = 0;
+  for (int k = 0; k < HPCMEM_MEM_KINDS_; k++) {
+    hpcmem_mem_class_t c;
+    if (_hpcmem_topo_class((hpcmem_mem_kind_t)k, &c) != 0) continue;
+    if (n < max) out[n] = c;
+    n++;
+  }
+  return n;
+}
+
+/* Is cpu one of node i's cpus?  (-1 when the topology cannot say) */
+static int node_has_cpu(int i, int cpu) {
+#ifdef HAVE_HWLOC
+  if (T.topo && T.node_obj[i]) return hwloc_bitmap_isset(T.node_obj[i]->cpuset, (unsigned)cpu);
+#endif
+  return T.nnodes == 1 && cpu < T.cpu_limit;
+}
+
+int _hpcmem_topo_local_nodes(int cpu, hpcmem_mem_kind_t kind, unsigned long *mask, int maxnode) {
+  if (cpu < 0 || (unsigned)kind >= HPCMEM_MEM_KINDS_ || maxnode < 0 || (maxnode > 0 && !mask)) return -EINVAL;
+  if (_hpcmem_topo_class(kind, NULL) != 0) return -ENODEV;
+  if (mask) mask_clear(mask, maxnode);
+  if (!T.loaded) return add_node(NULL, "", 0, mask, maxnode) ? -ERANGE : 1;
+  int best = -1;  /* narrowest cpu count among the nodes of this kind that hold cpu */
+  for (int i = 0; i < T.nnodes; i++)
+    if (T.node[i].kind == kind && node_has_cpu(i, cpu) > 0 && (best < 0 || T.node[i].cpu_count < best))
+      best = T.node[i].cpu_count;
+  int count = 0;
+  for (int i = 0; i < T.nnodes; i++) {
+    if (T.node[i].kind != kind) continue;
+    if (best >= 0 && !(node_has_cpu(i, cpu) > 0 && T.node[i].cpu_count == best)) continue;
+    if (add_node(NULL, "", T.node[i].os_index, mask, maxnode)) return -ERANGE;
+    count++;
+  }
+  return count;
+}
+
+/* ------------------------------------------------------------------ */
+/* Loading                                                              */
+
+static void reset_tables(void) {
+  T.loaded = 0;
+  T.nnodes = 0;
+  T.ncpus = 0;
+  T.cpu_limit = 0;
+  T.ngroups = 0;
+  T.group_level = NULL;
+  for (int i = 0; i < HPCMEM_TOPO_MAX_CPUS; i++) T.cpu_numa[i] = T.cpu_group[i] = -1;
+}
+
+static void add_cpu(int os) {
+  if (os >= HPCMEM_TOPO_MAX_CPUS) return;
+  T.pu_order[T.ncpus++] = (int16_t)os;
+  if (os + 1 > T.cpu_limit) T.cpu_limit = os + 1;
+}
+
+/* Node for each cpu: the narrowest node holding it, DRAM before other kinds
+ * at equal width (a KNL cluster's cpus belong to its DRAM, not its MCDRAM). */
+static void map_cpus_to_nodes(void) {
+  for (int c = 0; c < T.ncpus; c++) {
+    int cpu = T.pu_order[c], best = -1;
+    for (int i = 0; i < T.nnodes; i++) {
+      if (node_has_cpu(i, cpu) <= 0) continue;
+      if (best < 0 || T.node[i].cpu_count < T.node[best].cpu_count ||
+          (T.node[i].cpu_count == T.node[best].cpu_count && T.node[i].kind == HPCMEM_MEM_DRAM &&
+           T.node[best].kind != HPCMEM_MEM_DRAM))
+        best = i;
+    }
+    if (best < 0 && T.nnodes > 0) best = 0;  /* a cpu no node claims: keep it usable */
+    T.cpu_numa[cpu] = best < 0 ? -1 : (int16_t)T.node[best].os_index;
+  }
+}
+
+/* HPCMEM_HEAPS groups: deal the cpus out in topology order. */
+static void groups_by_count(int count) {
+  for (int i = 0; i < T.ncpus; i++)
+    T.cpu_group[T.pu_order[i]] = (int16_t)((long)i * count / (T.ncpus ? T.ncpus : 1));
+  T.ngroups = count;
+  T.group_level = "HPCMEM_HEAPS";
+}
+
+#ifdef HAVE_HWLOC
+
+/* Candidate levels for groups, finest first. */
+static const struct {
+  hwloc_obj_type_t type;
+  const char *name;
+} levels[] = {
+    {HWLOC_OBJ_PU, "cpu"},           {HWLOC_OBJ_CORE, "core"},        {HWLOC_OBJ_L1CACHE, "L1 cache"},
+    {HWLOC_OBJ_L2CACHE, "L2 cache"}, {HWLOC_OBJ_L3CACHE, "L3 cache"}, {HWLOC_OBJ_L4CACHE, "L4 cache"},
+    {HWLOC_OBJ_L5CACHE, "L5 cache"}, {HWLOC_OBJ_NUMANODE, "NUMA node"}, {HWLOC_OBJ_PACKAGE, "package"},
+    {HWLOC_OBJ_MACHINE, "machine"},
+};
+#define NLEVELS ((int)(sizeof levels / sizeof levels[0]))
+
+/* Objects of a level that hold cpus; NUMA nodes sharing their cpus (DRAM and
+ * MCDRAM of one KNL cluster) count once. */
+static int level_next(hwloc_obj_type_t type, hwloc_obj_t prev, hwloc_obj_t *out) {
+  for (hwloc_obj_t o = hwloc_get_next_obj_by_type(T.topo, type, prev); o;
+       o = hwloc_get_next_obj_by_type(T.topo, type, o)) {
+    if (!o->cpuset || hwloc_bitmap_iszero(o->cpuset)) continue;
+    int dup = 0;
+    if (type == HWLOC_OBJ_NUMANODE)
+      for (hwloc_obj_t e = hwloc_get_next_obj_by_type(T.topo, type, NULL); e != o && !dup;
+           e = hwloc_get_next_obj_by_type(T.topo, type, e))
+        dup = hwloc_bitmap_isequal(e->cpuset, o->cpuset);
+    if (dup) continue;
+    *out = o;
+    return 1;
+  }
+  return 0;
+}
+
+static int level_width(hwloc_obj_type_t type) {
+  int n = 0;
+  for (hwloc_obj_t o = NULL; level_next(type, o, &o);) n++;
+  return n;
+}
+
+/* Groups = the objects of one level; a cpu goes to the first object holding it. */
+static void groups_by_level(int lv) {
+  int g = 0;
+  for (int i = 0; i < T.ncpus; i++) T.cpu_group[T.pu_order[i]] = -1;
+  for (hwloc_obj_t o = NULL; level_next(levels[lv].type, o, &o);) {
+    int used = 0;
+    int cpu;
+    hwloc_bitmap_foreach_begin(cpu, o->cpuset) {
+      if (cpu < HPCMEM_TOPO_MAX_CPUS && T.cpu_numa[cpu] >= 0 && T.cpu_group[cpu] < 0) {
+        T.cpu_group[cpu] = (int16_t)g;
+        used = 1;
+      }
+    }
+    hwloc_bitmap_foreach_end();
+    g += used;
+  }
+  int stray = 0;  /* cpus outside every object of the level share one more group */
+  for (int i = 0; i < T.ncpus; i++)
+    if (T.cpu_group[T.pu_order[i]] < 0) { T.cpu_group[T.pu_order[i]] = (int16_t)g; stray = 1; }
+  T.ngroups = g + stray > 0 ? g + stray : 1;
+  T.group_level = levels[lv].name;
+}
+
+static int level_index(hwloc_obj_type_t type) {
+  for (int i = 0; i < NLEVELS; i++)
+    if (levels[i].type == type) return i;
+  return NLEVELS - 1;
+}
+
+static void build_groups(int hint) {
+  int width[NLEVELS];
+  for (int i = 0; i < NLEVELS; i++) width[i] = level_width(levels[i].type);
+  if (hint > 0) {
+    /* finest level (most objects) whose objects average at least hint cpus */
+    int pick = level_index(HWLOC_OBJ_MACHINE);
+    for (int i = 0; i < NLEVELS; i++)
+      if (width[i] > 0 && T.ncpus >= (long)hint * width[i] && width[i] > width[pick]) pick = i;
+    groups_by_level(pick);
+    return;
+  }
+  int llc = -1;
+  for (int i = level_index(HWLOC_OBJ_L5CACHE); i >= level_index(HWLOC_OBJ_L1CACHE); i--)
+    if (width[i] > 0) { llc = i; break; }
+  int numa = level_index(HWLOC_OBJ_NUMANODE);
+  groups_by_level(llc < 0 || width[numa] > width[llc] ? numa : llc);
+}
+
+/* Bandwidth or latency from the node's own cpus; else from the initiator
+ * hwloc rates best; 0 when the topology has no such attribute. */
+static uint64_t node_memattr(hwloc_memattr_id_t id, hwloc_obj_t node) {
+  hwloc_uint64_t v = 0;
+  if (node->cpuset && !hwloc_bitmap_iszero(node->cpuset)) {
+    struct hwloc_location loc;
+    loc.type = HWLOC_LOCATION_TYPE_CPUSET;
+    loc.location.cpuset = node->cpuset;
+    if (hwloc_memattr_get_value(T.topo, id, node, &loc, 0, &v) == 0) return v;
+  }
+  struct hwloc_location best;
+  if (hwloc_memattr_get_best_initiator(T.topo, id, node, 0, &best, &v) == 0) return v;
+  return 0;
+}
+
+/* Kinds.  An explicit hwloc name (subtype, DAXType) says what a node is.
+ * Otherwise the memory attributes are compared between nodes that share their
+ * cpus (one locality): the reference is the lowest-latency node there (the
+ * largest when only bandwidth is known); twice its bandwidth makes HBM, half
+ * its bandwidth or twice its latency makes NVM.  Nothing known: DRAM. */
+static void classify_nodes(void) {
+  for (int i = 0; i < T.nnodes; i++) {
+    hpcmem_numa_info_t *n = &T.node[i];
+    int k = kind_of_name(n->subtype);
+    if (k < 0) k = kind_of_name(hwloc_obj_get_info_by_name(T.node_obj[i], "DAXType"));
+    if (k >= 0 && k != HPCMEM_MEM_UNKNOWN) {
+      n->kind = (hpcmem_mem_kind_t)k;
+      n->kind_from = HPCMEM_KIND_FROM_SUBTYPE;
+      continue;
+    }
+    n->kind = k == HPCMEM_MEM_UNKNOWN ? HPCMEM_MEM_UNKNOWN : HPCMEM_MEM_DRAM;
+    n->kind_from = k == HPCMEM_MEM_UNKNOWN ? HPCMEM_KIND_FROM_SUBTYPE : HPCMEM_KIND_FROM_DEFAULT;
+    if (!n->bandwidth && !n->latency) continue;
+    int ref = -1, all_lat = 1, peers = 0;
+    for (int j = 0; j < T.nnodes; j++)
+      if (hwloc_bitmap_isequal(T.node_obj[j]->cpuset, T.node_obj[i]->cpuset) &&
+          (T.node[j].bandwidth || T.node[j].latency)) {
+        peers++;
+        all_lat &= T.node[j].latency != 0;
+      }
+    if (peers < 2) continue;
+    for (int j = 0; j < T.nnodes; j++) {
+      const hpcmem_numa_info_t *m = &T.node[j];
+      if (!hwloc_bitmap_isequal(T.node_obj[j]->cpuset, T.node_obj[i]->cpuset) || (!m->bandwidth && !m->latency))
+        continue;
+      if (ref < 0) { ref = j; continue; }
+      const hpcmem_numa_info_t *r = &T.node[ref];
+      if (all_lat ? (m->latency < r->latency || (m->latency == r->latency && m->capacity > r->capacity))
+                  : m->capacity > r->capacity)
+        ref = j;
+    }
+    const hpcmem_numa_info_t *r = &T.node[ref];
+    int hbm = n->bandwidth && r->bandwidth && n->bandwidth >= 2 * r->bandwidth;
+    int nvm = (n->latency && r->latency && n->latency >= 2 * r->latency) ||
+              (n->bandwidth && r->bandwidth && 2 * n->bandwidth <= r->bandwidth);
+    if (hbm != nvm) {
+      n->kind = hbm ? HPCMEM_MEM_HBM : HPCMEM_MEM_NVM;
+      n->kind_from = HPCMEM_KIND_FROM_MEMATTR;
+    }
+  }
+}
+
+static void copy_str(char *dst, size_t len, const char *src) {
+  size_t n = src ? strlen(src) : 0;
+  if (n >= len) n = len - 1;
+  if (n) memcpy(dst, src, n);
+  dst[n] = 0;
+}
+
+static void read_nodes(void) {
+  int total = hwloc_get_nbobjs_by_type(T.topo, HWLOC_OBJ_NUMANODE);
+  if (total > HPCMEM_TOPO_MAX_NODES)
+    _hpcmem_warn("topology has %d NUMA nodes; only the first %d are used", total, HPCMEM_TOPO_MAX_NODES);
+  for (hwloc_obj_t o = NULL; (o = hwloc_get_next_obj_by_type(T.topo, HWLOC_OBJ_NUMANODE, o));) {
+    if (T.nnodes == HPCMEM_TOPO_MAX_NODES) break;
+    if (o->os_index >= HPCMEM_TOPO_MAX_NODE_OS) {
+      _hpcmem_warn("NUMA node %u is beyond the %d nodes libhpcmem can address; ignored", o->os_index,
+                   HPCMEM_TOPO_MAX_NODE_OS);
+      continue;
+    }
+    int at = T.nnodes++;  /* insertion sort by OS index */
+    while (at > 0 && T.node[at - 1].os_index > (int)o->os_index) {
+      T.node[at] = T.node[at - 1];
+      T.node_obj[at] = T.node_obj[at - 1];
+      at--;
+    }
+    hpcmem_numa_info_t *n = &T.node[at];
+    memset(n, 0, sizeof *n);
+    T.node_obj[at] = o;
+    n->os_index = (int)o->os_index;
+    n->capacity = o->attr ? o->attr->numanode.local_memory : 0;
+    n->cpu_count = o->cpuset ? hwloc_bitmap_weight(o->cpuset) : 0;
+    if (n->cpu_count < 0) n->cpu_count = 0;
+    if (n->cpu_count && hwloc_bitmap_list_snprintf(n->cpus, sizeof n->cpus, o->cpuset) >= (int)sizeof n->cpus)
+      strcpy(n->cpus + sizeof n->cpus - 4, "...");
+    copy_str(n->subtype, sizeof n->subtype, o->subtype);
+    n->bandwidth = node_memattr(HWLOC_MEMATTR_ID_BANDWIDTH, o);
+    n->latency = node_memattr(HWLOC_MEMATTR_ID_LATENCY, o);
+  }
+  classify_nodes();
+}
+
+static void read_cpus(void) {
+  int warned = 0;
+  for (hwloc_obj_t pu = NULL; (pu = hwloc_get_next_obj_by_type(T.topo, HWLOC_OBJ_PU, pu));) {
+    if (pu->os_index >= HPCMEM_TOPO_MAX_CPUS) {
+      if (!warned++)
+        _hpcmem_warn("cpus numbered %d and above are not mapped to groups or NUMA nodes", HPCMEM_TOPO_MAX_CPUS);
+      continue;
+    }
+    add_cpu((int)pu->os_index);
+  }
+  map_cpus_to_nodes();
+}
+
+/* Read at least one byte: open() alone accepts directories and empty files. */
+static int check_readable(const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  char c;
+  ssize_t r;
+  do r = read(fd, &c, 1); while (r < 0 && errno == EINTR);
+  int err = r < 0 ? errno : 0;
+  close(fd);
+  return r == 0 ? -ENODATA : -err;
+}
+
+typedef struct {
+  int count;
+  char text[3][HPCMEM_OPT_STR_MAX + 160];
+} pending_t;
+
+static void pend(pending_t *p, const char *fmt, ...) HPCMEM_PRINTF(2, 3);
+static void pend(pending_t *p, const char *fmt, ...) {
+  if (p->count == 3) return;
+  va_list ap;
+  va_start(ap, fmt);
+  _hpcmem_vformat(p->text[p->count++], sizeof p->text[0], fmt, ap);
+  va_end(ap);
+}
+
+/* One place the topology may come from. */
+typedef struct {
+  const char *label;  /* for warnings: "HPCMEM_TOPOLOGY", "HWLOC_SYNTHETIC"... */
+  const char *value;  /* file or synthetic description */
+  int synthetic;
+} source_t;
+
+static void pend_bad_source(pending_t *warn, const source_t *s, int err) {
+  if (s->synthetic)
+    pend(warn, "%s: '%s' is not a valid synthetic topology description", s->label, s->value);
+  else if (err == EINVAL)
+    pend(warn, "%s: '%s' is not a valid hwloc XML topology", s->label, s->value);
+  else
+    pend(warn, "%s: cannot load topology file '%s': %s", s->label, s->value, strerror(err));
+}
+
+/* Hand the source to hwloc: 1, or 0 with a warning pending. */
+static int set_source(hwloc_topology_t t, const source_t *s, pending_t *warn) {
+  if (!s->synthetic) {
+    int err = check_readable(s->value);
+    if (err == -ENODATA) { pend(warn, "%s: topology file '%s' is empty", s->label, s->value); return 0; }
+    if (err) {
+      pend(warn, "%s: cannot read topology file '%s': %s", s->label, s->value, strerror(-err));
+      return 0;
+    }
+  }
+  if ((s->synthetic ? hwloc_topology_set_synthetic(t, s->value) : hwloc_topology_set_xml(t, s->value)) < 0) {
+    pend_bad_source(warn, s, errno);
+    return 0;
+  }
+  return 1;
+}
+
+/* Try the sources in order (see topo.h), then this machine; T.topo is the
+ * loaded topology on success.  hwloc itself reads HWLOC_SYNTHETIC and
+ * HWLOC_XMLFILE when no source was set, so a broken one is tried (and
+ * fails) again in the last step: failing there ends in load_minimal(). */
+static int open_topology(const char *xml_path, pending_t *warn) {
+  source_t src[3];
+  int n = 0, err = EINVAL;
+  const char *opt = xml_path ? xml_path : _hpcmem_opt_str(TOPOLOGY);
+  /* hwloc's own variables are read here, not through the options table:
+   * they belong to hwloc, and naming them lets the warnings name them. */
+  const char *syn = getenv("HWLOC_SYNTHETIC"), *xml = getenv("HWLOC_XMLFILE");
+  if (opt && *opt) src[n++] = (source_t){xml_path ? "topology" : "HPCMEM_TOPOLOGY", opt, 0};
+  if (syn && *syn) src[n++] = (source_t){"HWLOC_SYNTHETIC", syn, 1};
+  if (xml && *xml) src[n++] = (source_t){"HWLOC_XMLFILE", xml, 0};
+  for (int i = 0; i <= n; i++) {
+    hwloc_topology_t t;
+    if (hwloc_topology_init(&t) < 0) return -errno;
+    if (i == n || set_source(t, &src[i], warn)) {
+      errno = 0;
+      if (hwloc_topology_load(t) == 0) {
+        if (i < n)
+          snprintf(T.source, sizeof T.source, "%s%s", src[i].synthetic ? "synthetic:" : "", src[i].value);
+        else  /* hwloc's HWLOC_FSROOT / HWLOC_CPUID_PATH describe another machine */
+          snprintf(T.source, sizeof T.source, "%s",
+                   hwloc_topology_is_thissystem(t) ? "this machine" : "hwloc environment");
+        T.topo = t;
+        return 0;
+      }
+      err = errno ? errno : EINVAL;
+      if (i < n) pend_bad_source(warn, &src[i], err);
+    }
+    hwloc_topology_destroy(t);
+  }
+  return -err;
+}
+
+static void load_minimal(void);
+
+int _hpcmem_topo_load(const char *xml_path_or_null) {
+  pending_t warn;
+  warn.count = 0;
+  _hpcmem_topo_unload();
+  unsigned api = hwloc_get_api_version();
+  int r = -ENOSYS;
+  if ((api >> 16) == (HWLOC_API_VERSION >> 16))
+    r = open_topology(xml_path_or_null, &warn);
+  else
+    _hpcmem_warn("the hwloc library (API %x) does not match the headers libhpcmem was built with (%x)", api,
+                 (unsigned)HWLOC_API_VERSION);
+  if (r != 0) {
+    load_minimal();
+    _hpcmem_warn("hwloc cannot describe this machine (%s); using one NUMA node with %d cpus", strerror(-r),
+                 T.ncpus);
+  }
+  for (int i = 0; i < warn.count; i++) _hpcmem_warn("%s; using %s instead", warn.text[i], T.source);
+  if (r == 0) {
+    read_nodes();
+    read_cpus();
+    T.loaded = 1;
+    build_groups(0);
+  }
+  return r;
+}
+
+void _hpcmem_topo_unload(void) {
+  if (T.topo) hwloc_topology_destroy(T.topo);
+  T.topo = NULL;
+  reset_tables();
+}
+
+#else /* !HAVE_HWLOC */
+
+static void load_minimal(void);
+
+int _hpcmem_topo_load(const char *xml_path_or_null) {
+  const char *opt = xml_path_or_null ? xml_path_or_null : _hpcmem_opt_str(TOPOLOGY);
+  reset_tables();
+  load_minimal();
+  if (opt && *opt) _hpcmem_warn("cannot read topology file '%s': libhpcmem was built without hwloc; using %s instead",
+                                opt, T.source);
+  return 0;
+}
+
+void _hpcmem_topo_unload(void) { reset_tables(); }
+
+#endif
+
+/* Without hwloc's view: one node holding every online cpu, grouped in order. */
+static void load_minimal(void) {
+  reset_tables();
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN), pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+  if (cpus < 1) cpus = 1;
+  for (long c = 0; c < cpus; c++) add_cpu((int)c);
+  hpcmem_numa_info_t *n = &T.node[0];
+  memset(n, 0, sizeof *n);
+  n->capacity = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
+  n->cpu_count = T.ncpus;
+  snprintf(n->cpus, sizeof n->cpus, "0-%d", T.ncpus - 1);
+  T.nnodes = 1;
+  for (int i = 0; i < T.ncpus; i++) T.cpu_numa[T.pu_order[i]] = 0;
+  snprintf(T.source, sizeof T.source, "this machine (one node, without hwloc)");
+  T.loaded = 1;
+  _hpcmem_topo_group_count(0);
+}
+
+int _hpcmem_topo_group_count(int threads_per_group_hint) {
+  int heaps = (int)_hpcmem_opt(HEAPS);
+  if (!T.loaded) {
+    T.ngroups = heaps > 0 ? heaps : 1;
+    return T.ngroups;
+  }
+  if (heaps > 0) {
+    groups_by_count(heaps);
+#ifdef HAVE_HWLOC
+  } else if (T.topo) {
+    build_groups(threads_per_group_hint);
+#endif
+  } else {
+    int hint = threads_per_group_hint;
+    groups_by_count(hint > 0 ? (T.ncpus + hint - 1) / hint : 1);
+    T.group_level = hint > 0 ? "cpus in order" : "machine";
+  }
+  return T.ngroups;
+}
+
+/* ------------------------------------------------------------------ */
+/* Summary                                                              */
+
+static const char *human(uint64_t bytes, char *buf, size_t len) {
+  static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = (double)bytes;
+  int u = 0;
+  while (v >= 1024 && u < 5) { v /= 1024; u++; }
+  snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, unit[u]);
+  return buf;
+}
+
+static void print_perf(FILE *out, uint64_t bw, uint64_t lat) {
+  if (bw) fprintf(out, ", bandwidth %llu MiB/s", (unsigned long long)bw);
+  if (lat) fprintf(out, ", latency %llu ns", (unsigned long long)lat);
+}
+
+void _hpcmem_topo_print(FILE *out) {
+  static const char *const from[] = {"", " (from memory attributes)", " (from its hwloc name)"};
+  char a[32], b[160];
+  if (!out) return;
+  if (!T.loaded) {
+    fprintf(out, "topology: not loaded (one node, %d thread group%s)\n", T.ngroups > 1 ? T.ngroups : 1,
+            T.ngroups > 1 ? "s" : "");
+    return;
+  }
+  fprintf(out, "topology: %s\n", T.source);
+  fprintf(out, "  %d cpus, %d NUMA node%s, %d thread group%s (by %s)\n", T.ncpus, T.nnodes, T.nnodes == 1 ? "" : "s",
+          T.ngroups, T.ngroups == 1 ? "" : "s", _hpcmem_topo_group_level());
+  for (int i = 0; i < T.nnodes; i++) {
+    const hpcmem_numa_info_t *n = &T.node[i];
+    fprintf(out, "  node %d: %s%s%s%s, %s, ", n->os_index, _hpcmem_topo_kind_name(n->kind), n->subtype[0] ? " (" : "",
+            n->subtype, n->subtype[0] ? ")" : "", human(n->capacity, a, sizeof a));
+    if (n->cpu_count)
+      fprintf(out, "%d cpus %s", n->cpu_count, n->cpus);
+    else
+      fprintf(out, "no cpus");
+    print_perf(out, n->bandwidth, n->latency);
+    fprintf(out, "%s\n", from[n->kind_from]);
+  }
+  hpcmem_mem_class_t c[HPCMEM_MEM_KINDS_];
+  int nc = _hpcmem_topo_classes(c, HPCMEM_MEM_KINDS_);
+  for (int i = 0; i < nc; i++) {
+    fprintf(out, "  class %s: node%s %s, %s", _hpcmem_topo_kind_name(c[i].kind), c[i].node_count == 1 ? "" : "s",
+            _hpcmem_topo_nodeset_format(c[i].nodes, HPCMEM_TOPO_MAX_NODE_OS, b, sizeof b),
+            human(c[i].capacity, a, sizeof a));
+    print_perf(out, c[i].bandwidth, c[i].latency);
+    fputc('\n', out);
+  }
+}

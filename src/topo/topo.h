@@ -1,0 +1,142 @@
+/* Topology: the machine as hwloc describes it, loaded once and kept in plain
+ * static tables (NUMA nodes with capacity, cpus, memory kind, bandwidth and
+ * latency; cpu -> NUMA node; cpu -> thread group; memory classes).
+ *
+ * hwloc calls malloc and this layer lives inside the allocator, so
+ * _hpcmem_topo_load() runs only once the allocator works (the core calls it
+ * from the library constructor, behind a recursion guard).  Every other
+ * function here reads the tables only: no heap, no locks, no system calls,
+ * and each has an answer before the load (one node, one group).
+ *
+ * Indexes: "cpu" is always the OS cpu number (sched_getcpu); a NUMA node is
+ * named by its OS index (what mbind takes) except in _hpcmem_topo_numa_info,
+ * which walks the nodes by position 0 .. _hpcmem_topo_numa_count()-1.
+ *
+ * Loading and the queries are not thread-safe against each other: load (and
+ * _hpcmem_topo_group_count, which rebuilds the group table) during start-up. */
+#ifndef HPCMEM_TOPO_TOPO_H
+#define HPCMEM_TOPO_TOPO_H
+#include <stdint.h>
+#include <stdio.h>
+
+#define HPCMEM_TOPO_MAX_NODES 256    /* NUMA nodes kept; more are ignored with a warning */
+#define HPCMEM_TOPO_MAX_NODE_OS 1024 /* node OS indexes a node mask can name */
+#define HPCMEM_TOPO_MAX_CPUS 4096    /* OS cpu numbers the cpu tables cover */
+#define HPCMEM_TOPO_MASK_LONGS (HPCMEM_TOPO_MAX_NODE_OS / (8 * (int)sizeof(unsigned long)))
+
+/* Kinds of memory.  Classes are listed in this order. */
+typedef enum {
+  HPCMEM_MEM_DRAM = 0,
+  HPCMEM_MEM_HBM,
+  HPCMEM_MEM_NVM,
+  HPCMEM_MEM_UNKNOWN,   /* hwloc names the node something we do not recognise (e.g. GPUMemory) */
+  HPCMEM_MEM_KINDS_
+} hpcmem_mem_kind_t;
+
+/* Where a node's kind came from. */
+typedef enum {
+  HPCMEM_KIND_FROM_DEFAULT = 0, /* nothing said otherwise: ordinary DRAM */
+  HPCMEM_KIND_FROM_MEMATTR,     /* hwloc memory attributes (bandwidth/latency vs. its neighbours) */
+  HPCMEM_KIND_FROM_SUBTYPE      /* hwloc subtype or DAXType info ("MCDRAM", "NVM", ...) */
+} hpcmem_kind_source_t;
+
+typedef struct {
+  int os_index;                 /* what mbind and numactl call the node */
+  uint64_t capacity;            /* bytes */
+  int cpu_count;                /* cpus local to the node (0 for a cpu-less node) */
+  char cpus[96];                /* the same as a list, "0-7,16-23" ("..." when truncated) */
+  hpcmem_mem_kind_t kind;
+  hpcmem_kind_source_t kind_from;
+  uint64_t bandwidth;           /* MiB/s from the node's own cpus (hwloc memattr), 0 if unknown */
+  uint64_t latency;             /* ns from the node's own cpus (hwloc memattr), 0 if unknown */
+  char subtype[32];             /* hwloc subtype ("MCDRAM"...), "" when none */
+} hpcmem_numa_info_t;
+
+/* All nodes of one kind. */
+typedef struct {
+  hpcmem_mem_kind_t kind;
+  int node_count;
+  unsigned long nodes[HPCMEM_TOPO_MASK_LONGS]; /* by OS index, an mbind node mask */
+  uint64_t capacity;            /* bytes, summed over the nodes */
+  uint64_t bandwidth;           /* MiB/s, mean over the nodes that know it; 0 if none does */
+  uint64_t latency;             /* ns, mean over the nodes that know it; 0 if none does */
+} hpcmem_mem_class_t;
+
+/* Load the topology: xml_path if not NULL, else the HPCMEM_TOPOLOGY option,
+ * else hwloc's HWLOC_SYNTHETIC / HWLOC_XMLFILE, else this machine.  A source
+ * that cannot be used gets one warning naming it and the reason, and the next
+ * one in that list is used.  May be called again (tests): the tables are
+ * rebuilt.  Returns 0; -errno (with a warning) when hwloc could not describe
+ * even this machine: the tables then hold one NUMA node with the online cpus,
+ * and _hpcmem_topo_loaded() is 1 all the same. */
+int _hpcmem_topo_load(const char *xml_path_or_null);
+int _hpcmem_topo_loaded(void);
+/* Forget the topology (back to the answers before a load); for tests and exit. */
+void _hpcmem_topo_unload(void);
+/* "this machine", the XML file's path, or "synthetic:<description>". */
+const char *_hpcmem_topo_source(void);
+
+int _hpcmem_topo_numa_count(void);
+/* Node at position `node` (0 .. count-1, ascending OS index): 0 or -EINVAL. */
+int _hpcmem_topo_numa_info(int node, hpcmem_numa_info_t *out);
+/* Position of the node with this OS index, or -ENODEV. */
+int _hpcmem_topo_numa_lookup(int os_index);
+
+int _hpcmem_topo_cpu_count(void);
+/* Largest OS cpu number + 1 (cpu numbers may have holes). */
+int _hpcmem_topo_cpu_limit(void);
+/* NUMA node (OS index) of a cpu: among the nodes whose cpus include it, the
+ * nearest one, DRAM first; -EINVAL for cpu < 0, -ENODEV for a cpu the topology
+ * does not have. */
+int _hpcmem_topo_cpu_numa(int cpu);
+
+/* Thread groups: neighbouring cpus share a group heap.  Builds the cpu ->
+ * group table and returns the number of groups:
+ *   HPCMEM_HEAPS > 0:  that many groups, cpus dealt out in topology order
+ *                      (neighbours together);
+ *   hint > 0:          the finest level of the machine (core, a cache, NUMA
+ *                      node, package) whose objects hold at least `hint` cpus
+ *                      on average;
+ *   otherwise:         cpus sharing the last-level cache, or the NUMA node
+ *                      when NUMA nodes split it (or the machine has no caches). */
+int _hpcmem_topo_group_count(int threads_per_group_hint);
+/* Group of a cpu (never negative for cpu >= 0: cpus the topology does not
+ * know wrap round the groups); -EINVAL for cpu < 0. */
+int _hpcmem_topo_cpu_group(int cpu);
+/* Home NUMA node (OS index) of a group: the node of its first cpu; -EINVAL
+ * for a group out of range, -ENODEV for a group without cpus. */
+int _hpcmem_topo_group_numa(int group);
+/* What the groups follow: "L3 cache", "NUMA node", "HPCMEM_HEAPS", ... */
+const char *_hpcmem_topo_group_level(void);
+
+/* Parse a node list: "all" or numbers and ranges ("0-3,6").  Clears bits
+ * 0 .. maxnode-1 of mask and sets the listed nodes.  Returns the number of
+ * nodes set, -EINVAL for bad syntax, -ENODEV for a node the loaded topology
+ * does not have (or a number far too large), -ERANGE for a node >= maxnode
+ * (mask NULL: validate only, maxnode ignored).  Errors are reported with
+ * one warning that starts with `what` (NULL: silent). */
+int _hpcmem_topo_nodeset_parse_as(const char *what, const char *text, unsigned long *mask, int maxnode);
+/* The same, reported as "node list '...'". */
+int _hpcmem_topo_nodeset_parse(const char *text, unsigned long *mask, int maxnode);
+/* Format a node mask as a list ("0-3,6"); returns buf. */
+char *_hpcmem_topo_nodeset_format(const unsigned long *mask, int maxnode, char *buf, size_t len);
+
+/* Memory classes present, in kind order (DRAM, HBM, NVM, unknown); fills at
+ * most max of them and returns how many exist (-EINVAL if out is NULL with max > 0). */
+int _hpcmem_topo_classes(hpcmem_mem_class_t *out, int max);
+/* The class of one kind: 0, or -ENODEV when the machine has no such memory. */
+int _hpcmem_topo_class(hpcmem_mem_kind_t kind, hpcmem_mem_class_t *out);
+/* LOCAL: the nodes of a kind nearest to a cpu (those whose cpus include it,
+ * narrowest first; when none does, every node of the kind).  Fills mask like
+ * nodeset_parse; returns the number of nodes, -ENODEV if the kind is absent,
+ * -EINVAL for a bad cpu or kind, -ERANGE if a node does not fit in maxnode. */
+int _hpcmem_topo_local_nodes(int cpu, hpcmem_mem_kind_t kind, unsigned long *mask, int maxnode);
+/* "DRAM", "HBM", "NVM", "unknown". */
+const char *_hpcmem_topo_kind_name(hpcmem_mem_kind_t kind);
+/* Kind named (case-insensitive) by text, or -EINVAL. */
+int _hpcmem_topo_kind_parse(const char *text);
+
+/* Human-readable summary (HPCMEM_VERBOSE). */
+void _hpcmem_topo_print(FILE *out);
+
+#endif
