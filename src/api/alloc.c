@@ -40,7 +40,7 @@ static void thread_exit(void *arg) {
   _hpcmem_tcache_flush_all(t);
   _hpcmem_stats_publish(t);
   t->live = 0;
-  _hpcmem_tc = NULL;
+  _hpcmem_tc = &_hpcmem_tcache_none;
 }
 
 static unsigned log2_of(size_t v) { return 63u - (unsigned)__builtin_clzll(v); }
@@ -75,7 +75,7 @@ void _hpcmem_init(void) {
 
 hpcmem_tcache_t *_hpcmem_thread_cache(void) {
   hpcmem_tcache_t *t = _hpcmem_tc;
-  if (HPCMEM_LIKELY(t != NULL)) return t;
+  if (HPCMEM_LIKELY(t != &_hpcmem_tcache_none)) return t;
   if (!_hpcmem_ready) _hpcmem_init();
   t = _hpcmem_tcache_get();
   if (t) pthread_setspecific(exit_key, t);   /* arms thread_exit for this thread */
@@ -97,7 +97,7 @@ __attribute__((constructor(101))) static void hpcmem_constructor(void) {
 
 HPCMEM_NOINLINE static void misuse(const char *fn, const void *p, const char *what) {
   hpcmem_tcache_t *t = _hpcmem_tc;
-  if (t) t->st.error_count++; else _hpcmem_stats_add_error();
+  if (t != &_hpcmem_tcache_none) t->st.error_count++; else _hpcmem_stats_add_error();
   if (on_error == HPCMEM_ON_ERROR_IGNORE) return;
   if (on_error == HPCMEM_ON_ERROR_WARN) { _hpcmem_warn("%s(%p): %s", fn, p, what); return; }
   _hpcmem_warn("%s(%p): %s; aborting (set HPCMEM_ON_ERROR=warn or ignore to go on)", fn, p, what);
@@ -173,9 +173,9 @@ static void periodic_check(void) {
 HPCMEM_NOINLINE static void *malloc_slow(size_t n, size_t align, int kind) {
   hpcmem_tcache_t *t = _hpcmem_thread_cache();
   if (!t) { errno = ENOMEM; return NULL; }
-  uint64_t t0 = (t->n_alloc & 63) == 0 ? _hpcmem_prim_now_ns() : 0;
+  uint64_t t0 = (t->n_alloc & 63) == 0 ? _hpcmem_prim_ticks() : 0;
   void *p = alloc_slow(t, n, align);
-  if (t0) t->st.alloc_time_ns += (_hpcmem_prim_now_ns() - t0) * 64;
+  if (t0) t->alloc_ticks += (_hpcmem_prim_ticks() - t0) * 64;
   (void)kind;
   if (HPCMEM_UNLIKELY(check_always)) periodic_check();
   return p;
@@ -210,7 +210,7 @@ static int free_any(hpcmem_tcache_t *t, void *p, const char *fn) {
     if (((uint64_t *)p)[1] == _hpcmem_free_key && is_double_free(t, s, p)) { misuse(fn, p, "double free"); return -1; }
     t->n_free++;
     t->b_freed += s->obj_size;
-    if (s->heap != t->heap->index) {           /* another group's memory goes home, lock-free */
+    if (s->heap != t->heap_index) {           /* another group's memory goes home, lock-free */
       _hpcmem_span_remote_free(s, p);
       t->st.remote_free_count++;
     } else {
@@ -250,9 +250,9 @@ HPCMEM_NOINLINE static void free_slow(void *p) {
   if (!p) return;
   hpcmem_tcache_t *t = _hpcmem_thread_cache();
   if (!t) return;
-  uint64_t t0 = (t->n_free & 63) == 0 ? _hpcmem_prim_now_ns() : 0;
+  uint64_t t0 = (t->n_free & 63) == 0 ? _hpcmem_prim_ticks() : 0;
   free_any(t, p, "free");
-  if (t0) t->st.alloc_time_ns += (_hpcmem_prim_now_ns() - t0) * 64;
+  if (t0) t->alloc_ticks += (_hpcmem_prim_ticks() - t0) * 64;
   if (HPCMEM_UNLIKELY(check_always)) periodic_check();
 }
 
@@ -261,7 +261,7 @@ HPCMEM_NOINLINE static void free_slow(void *p) {
 
 EXPORT void *malloc(size_t n) {
   hpcmem_tcache_t *t = _hpcmem_tc;
-  if (HPCMEM_LIKELY(t != NULL && n <= HPCMEM_TINY_MAX && (t->n_alloc & 63) != 0)) {
+  if (HPCMEM_LIKELY(n <= HPCMEM_TINY_MAX && (t->n_alloc & 63) != 0)) {
     unsigned c = _hpcmem_class_tiny[(n + 15) >> 4];
     hpcmem_bin_t *b = &t->bin[c];
     void *p = b->head;
@@ -281,9 +281,8 @@ EXPORT void *malloc(size_t n) {
 EXPORT void free(void *p) {
   hpcmem_tcache_t *t = _hpcmem_tc;
   hpcmem_span_t *s = _hpcmem_span_of(p);
-  if (HPCMEM_LIKELY(t != NULL && s != NULL && s->kind == HPCMEM_SPAN_SMALL && s->heap == t->heap->index &&
-                    (t->n_free & 63) != 0 && _hpcmem_span_is_object(s, p) &&
-                    ((uint64_t *)p)[1] != _hpcmem_free_key)) {
+  if (HPCMEM_LIKELY(s != NULL && s->fast_heap == t->heap_index && (t->n_free & 63) != 0 &&
+                    _hpcmem_span_on_boundary(s, p) && ((uint64_t *)p)[1] != _hpcmem_free_key)) {
     hpcmem_bin_t *b = &t->bin[s->cls];
     if (HPCMEM_LIKELY(b->count < b->max)) {
       *(void **)p = b->head;

@@ -27,7 +27,10 @@ static int64_t timeline_last;
 static uint64_t timeline_step_shift;   /* halvings done when the buffer filled */
 static int last_was_peak;
 
-void _hpcmem_stats_init(void) { start_time = _hpcmem_prim_now_ns(); }
+void _hpcmem_stats_init(void) {
+  start_time = _hpcmem_prim_now_ns();
+  _hpcmem_prim_ticks_init();
+}
 
 void _hpcmem_stats_add_error(void) { __atomic_add_fetch(&errors_without_cache, 1, __ATOMIC_RELAXED); }
 
@@ -86,6 +89,7 @@ EXPORT int hpcmem_stats(hpcmem_stats_t *out) {
   int64_t pk = __atomic_load_n(&peak, __ATOMIC_RELAXED);
   out->peak_bytes = pk > cur ? (uint64_t)pk : out->current_bytes;
   out->peak_time_ns = pk > cur ? __atomic_load_n(&peak_time, __ATOMIC_RELAXED) : _hpcmem_prim_now_ns();
+  out->alloc_time_ns = _hpcmem_prim_ticks_to_ns(out->alloc_time_ns);
   out->small_alloc_count = out->alloc_count - out->large_alloc_count;
   out->small_free_count = out->free_count - out->large_free_count;
   out->error_count += __atomic_load_n(&errors_without_cache, __ATOMIC_RELAXED);

@@ -21,13 +21,14 @@ int _hpcmem_heaps_init(unsigned count, unsigned block_shift) {
   unsigned depth = HPCMEM_SLICE_SHIFT - block_shift;
   size_t nblocks = (size_t)1 << depth;
   size_t tree = (_hpcmem_itree_mgmt_size(depth) + 4095) & ~(size_t)4095;
-  size_t pmap = nblocks * sizeof(hpcmem_span_t *);
   size_t descs = nblocks * sizeof(hpcmem_span_t);         /* at most one record per block */
-  size_t mgmt = tree + pmap + descs;
+  size_t mgmt = tree + descs;
   H->base = _hpcmem_prim_reserve((size_t)count << HPCMEM_SLICE_SHIFT, SLICE);
   if (!H->base) return -ENOMEM;
   char *m = _hpcmem_prim_reserve(mgmt * count, 4096);
   if (!m) return -ENOMEM;
+  H->pagemap = _hpcmem_prim_reserve(((size_t)count << (HPCMEM_SLICE_SHIFT - HPCMEM_PAGEMAP_SHIFT)) * sizeof(void *), 4096);
+  if (!H->pagemap) return -ENOMEM;
   H->size = (size_t)count << HPCMEM_SLICE_SHIFT;
   H->count = count;
   H->block_shift = block_shift;
@@ -37,8 +38,7 @@ int _hpcmem_heaps_init(unsigned count, unsigned block_shift) {
     h->base = H->base + ((size_t)i << HPCMEM_SLICE_SHIFT);
     unsigned ext = 63u - (unsigned)__builtin_clzll(INITIAL_EXTENT >> block_shift | 1);
     _hpcmem_itree_init(&h->tree, m, depth, ext);
-    h->pagemap = (hpcmem_span_t **)(m + tree);
-    h->desc_next = (hpcmem_span_t *)(m + tree + pmap);
+    h->desc_next = (hpcmem_span_t *)(m + tree);
     h->desc_end = h->desc_next + nblocks;
   }
   return 0;
@@ -61,9 +61,10 @@ static unsigned order_for(size_t bytes) {
 }
 
 static void map_run(hpcmem_heap_t *h, hpcmem_span_t *s, hpcmem_span_t *value) {
-  size_t first = (size_t)(s->start - h->base) >> _hpcmem_heaps.block_shift;
-  size_t n = (size_t)1 << s->order;
-  for (size_t i = 0; i < n; i++) h->pagemap[first + i] = value;
+  (void)h;
+  size_t first = (size_t)(s->start - _hpcmem_heaps.base) >> HPCMEM_PAGEMAP_SHIFT;
+  size_t n = (size_t)1 << (s->order + _hpcmem_heaps.block_shift - HPCMEM_PAGEMAP_SHIFT);
+  for (size_t i = 0; i < n; i++) _hpcmem_heaps.pagemap[first + i] = value;
 }
 
 static hpcmem_span_t *run_new(hpcmem_heap_t *h, unsigned order, unsigned kind) {
@@ -75,6 +76,7 @@ static hpcmem_span_t *run_new(hpcmem_heap_t *h, unsigned order, unsigned kind) {
   s->order = (uint8_t)order;
   s->kind = (uint8_t)kind;
   s->heap = (uint16_t)h->index;
+  s->fast_heap = HPCMEM_NO_HEAP;
   h->mapped_bytes += (size_t)1 << (order + _hpcmem_heaps.block_shift);
   map_run(h, s, s);
   return s;
@@ -118,7 +120,8 @@ static hpcmem_span_t *span_new(hpcmem_heap_t *h, unsigned cls) {
   if (!s) return NULL;
   s->cls = (uint8_t)cls;
   s->obj_size = (uint32_t)size;
-  s->magic = (((uint64_t)1 << 40) + size - 1) / size;
+  s->divmagic = UINT64_MAX / size + 1;
+  s->fast_heap = (uint16_t)h->index;
   s->capacity = (uint32_t)(((size_t)1 << (order + _hpcmem_heaps.block_shift)) / size);
   partial_push(h, s);
   return s;

@@ -25,18 +25,21 @@
 
 #define HPCMEM_SLICE_SHIFT 34          /* 16 GiB of address space per heap */
 #define HPCMEM_MAX_HEAPS 64
+#define HPCMEM_PAGEMAP_SHIFT 12        /* page map granularity, whatever the datablock size */
 
 enum { HPCMEM_SPAN_SMALL = 1, HPCMEM_SPAN_RUN = 2 };
 
 typedef struct hpcmem_span {
   char *start;
-  uint64_t magic;            /* ceil(2^40 / obj_size): object index without a division */
+  uint64_t divmagic;         /* ceil(2^64 / obj_size): divisibility test with one multiply */
   uint32_t obj_size;
   uint32_t capacity;         /* objects in the span */
   uint32_t used;             /* objects out of the span (with users, in caches, on the remote list) */
   uint32_t bump;             /* objects carved so far (the rest were never touched) */
   uint8_t cls, kind, order, in_partial;
   uint16_t heap;
+  uint16_t fast_heap;        /* heap for spans of small objects, HPCMEM_NO_HEAP for direct runs:
+                                one compare on the free fast path tests both */
   uint8_t pending;           /* on the heap's pending stack */
   uint8_t pad_;
   size_t run_size;           /* direct runs: usable size */
@@ -50,7 +53,6 @@ typedef struct hpcmem_heap {
   unsigned index;
   char *base;
   hpcmem_itree_t tree;
-  hpcmem_span_t **pagemap;
   hpcmem_span_t *partial[HPCMEM_NCLASSES];   /* spans with objects to give */
   hpcmem_span_t *pending;                    /* spans with remote frees (lock-free push) */
   hpcmem_span_t *desc_free;
@@ -62,6 +64,7 @@ typedef struct hpcmem_heap {
 typedef struct hpcmem_heaps {
   char *base;
   size_t size;                /* count << HPCMEM_SLICE_SHIFT */
+  hpcmem_span_t **pagemap;    /* one entry per 4 KiB page of all slices */
   unsigned count, block_shift;
   hpcmem_heap_t heap[HPCMEM_MAX_HEAPS];
 } hpcmem_heaps_t;
@@ -74,14 +77,17 @@ int _hpcmem_heaps_init(unsigned count, unsigned block_shift);
 static inline hpcmem_span_t *_hpcmem_span_of(const void *p) {
   uintptr_t off = (uintptr_t)p - (uintptr_t)_hpcmem_heaps.base;
   if (off >= _hpcmem_heaps.size) return NULL;
-  hpcmem_heap_t *h = &_hpcmem_heaps.heap[off >> HPCMEM_SLICE_SHIFT];
-  return h->pagemap[(off & (((uintptr_t)1 << HPCMEM_SLICE_SHIFT) - 1)) >> _hpcmem_heaps.block_shift];
+  return _hpcmem_heaps.pagemap[off >> HPCMEM_PAGEMAP_SHIFT];
 }
-/* p is the start of an object of span s (not interior, not misaligned). */
+#define HPCMEM_NO_HEAP 0xFFFFu
+/* p is at an object boundary of span s (Lemire's divisibility test: off is a
+ * multiple of the size iff off * ceil(2^64/size) wraps below the magic). */
+static inline int _hpcmem_span_on_boundary(const hpcmem_span_t *s, const void *p) {
+  return (uint64_t)((const char *)p - s->start) * s->divmagic < s->divmagic;
+}
+/* p is the start of an object of span s that was handed out at some time. */
 static inline int _hpcmem_span_is_object(const hpcmem_span_t *s, const void *p) {
-  uint64_t off = (uint64_t)((const char *)p - s->start);
-  uint64_t idx = (off * s->magic) >> 40;
-  return idx * s->obj_size == off && idx < s->bump;
+  return _hpcmem_span_on_boundary(s, p) && (size_t)((const char *)p - s->start) < (size_t)s->bump * s->obj_size;
 }
 
 /* Up to `want` objects of class cls from heap h, linked through their first

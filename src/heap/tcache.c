@@ -7,7 +7,8 @@
 #include <sched.h>
 #include <string.h>
 
-__thread hpcmem_tcache_t *_hpcmem_tc __attribute__((tls_model("initial-exec")));
+hpcmem_tcache_t _hpcmem_tcache_none = {.heap_index = HPCMEM_NO_HEAP - 1};
+__thread hpcmem_tcache_t *_hpcmem_tc __attribute__((tls_model("initial-exec"))) = &_hpcmem_tcache_none;
 uint64_t _hpcmem_free_key;
 unsigned (*_hpcmem_cpu_to_group)(int cpu);
 
@@ -34,11 +35,13 @@ void _hpcmem_tcache_rebind(hpcmem_tcache_t *t) {
   int cpu = sched_getcpu();
   unsigned g = cpu < 0 ? 0 : _hpcmem_cpu_to_group ? _hpcmem_cpu_to_group(cpu) : (unsigned)cpu;
   t->heap = &_hpcmem_heaps.heap[g % _hpcmem_heaps.count];
+  t->heap_index = t->heap->index;
 }
 
 hpcmem_tcache_t *_hpcmem_tcache_get(void) {
   hpcmem_tcache_t *t = _hpcmem_tc;
-  if (t) return t;
+  if (t != &_hpcmem_tcache_none) return t;
+  t = NULL;
   _hpcmem_lock(&registry_lock);
   for (hpcmem_tcache_t *c = all_caches; c; c = c->next_all)
     if (!c->live) { t = c; break; }              /* reuse an exited thread's cache and counters */
@@ -119,6 +122,7 @@ void _hpcmem_tcache_merge_stats(hpcmem_stats_t *out, uint64_t *cur_unpublished) 
     out->free_count += t->n_free;
     out->bytes_allocated += t->b_alloc;
     out->bytes_freed += t->b_freed;
+    out->alloc_time_ns += t->alloc_ticks;   /* ticks: the caller converts */
     *cur_unpublished += (uint64_t)((int64_t)(t->b_alloc - t->b_freed) - t->published);
   }
   _hpcmem_unlock(&registry_lock);

@@ -17,14 +17,20 @@ typedef struct hpcmem_bin {
 typedef struct hpcmem_tcache {
   hpcmem_bin_t bin[HPCMEM_NCLASSES];
   hpcmem_heap_t *heap;
+  unsigned heap_index;             /* heap->index, kept here for the free fast path */
   /* statistics of this thread; current bytes = allocated - freed */
   uint64_t n_alloc, n_free, b_alloc, b_freed;
-  int64_t published;               /* part of (b_alloc - b_freed) already in the process total */
+  int64_t published;
+  uint64_t alloc_ticks;            /* sampled time inside the allocator, in _hpcmem_prim_ticks() */               /* part of (b_alloc - b_freed) already in the process total */
   hpcmem_stats_t st;               /* the other counters (merged by hpcmem_stats) */
   struct hpcmem_tcache *next_all;  /* registry of live caches */
   int live;
 } hpcmem_tcache_t;
 
+/* Every thread starts on an empty, shared placeholder cache (its bins are empty
+ * and its heap index matches no span), so the fast paths need no NULL test:
+ * they fall through to the slow path, which gives the thread a real cache. */
+extern hpcmem_tcache_t _hpcmem_tcache_none;
 extern __thread hpcmem_tcache_t *_hpcmem_tc __attribute__((tls_model("initial-exec")));
 extern uint64_t _hpcmem_free_key;   /* marks objects in a cache: cheap double-free detection */
 

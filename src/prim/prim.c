@@ -70,3 +70,16 @@ uint64_t _hpcmem_prim_random64(void) {
   v ^= v >> 33; v *= 0xff51afd7ed558ccdULL; v ^= v >> 33;
   return v;
 }
+
+static uint64_t ticks0, ns0;
+
+void _hpcmem_prim_ticks_init(void) {
+  ns0 = _hpcmem_prim_now_ns();
+  ticks0 = _hpcmem_prim_ticks();
+}
+
+uint64_t _hpcmem_prim_ticks_to_ns(uint64_t ticks) {
+  uint64_t dn = _hpcmem_prim_now_ns() - ns0, dt = _hpcmem_prim_ticks() - ticks0;
+  if (dt == 0 || dn == 0) return ticks;
+  return (uint64_t)((double)ticks * (double)dn / (double)dt);
+}

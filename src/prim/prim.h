@@ -5,6 +5,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Monotonic clock in ns. */
+uint64_t _hpcmem_prim_now_ns(void);
+
 /* Reserve address space aligned to `align` (a power of two >= page size).
  * The range is readable/writable but backed lazily (MAP_NORESERVE): pages
  * cost memory only once touched.  Returns NULL (errno set) on failure. */
@@ -22,8 +25,17 @@ int _hpcmem_prim_interleave(void *p, size_t size, const unsigned long *nodemask,
 int _hpcmem_prim_bind(void *p, size_t size, int mode, const unsigned long *nodemask,
                       unsigned long maxnode, int move);
 size_t _hpcmem_prim_page_size(void);
-/* Monotonic clock in ns. */
-uint64_t _hpcmem_prim_now_ns(void);
+/* A cheap time stamp counter (the TSC on x86-64, the clock elsewhere);
+ * _hpcmem_prim_ticks_to_ns converts by the rate measured since start-up. */
+static inline uint64_t _hpcmem_prim_ticks(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  return __builtin_ia32_rdtsc();
+#else
+  return _hpcmem_prim_now_ns();
+#endif
+}
+void _hpcmem_prim_ticks_init(void);
+uint64_t _hpcmem_prim_ticks_to_ns(uint64_t ticks);
 /* Random bytes without the heap (getrandom, falling back to the clock). */
 uint64_t _hpcmem_prim_random64(void);
 

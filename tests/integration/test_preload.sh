@@ -2,6 +2,7 @@
 # Real programs from Debian under LD_PRELOAD=libhpcmem.so give the same output
 # as without it.
 lib="$LIBHPCMEM"
+export HPCMEM_REPORT=off   # compare program output only
 fails=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
