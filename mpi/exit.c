@@ -1,0 +1,131 @@
+/* The rank's own summary when the job report at MPI_Finalize does not
+ * happen: a program without MPI, a rank that exits without MPI_Finalize,
+ * MPI_Abort, or a fatal signal.  Every path claims the one report of the
+ * process first, so nothing is written twice.  Heap-free: the record and
+ * the timeline live in static storage. */
+#include "config.h"
+#include "report.h"
+#include "util/job.h"
+#include "util/options.h"
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+hpcmem_report_state_t _hpcmem_report_state;
+
+int _hpcmem_report_claim(void) {
+  return __atomic_exchange_n(&_hpcmem_report_state.done, 1, __ATOMIC_ACQ_REL) == 0;
+}
+
+void _hpcmem_report_local(const char *source, int sig) {
+  static hpcmem_rec_t rec;
+  static hpcmem_agg_t agg[HPCMEM_REC_NFIELDS];
+  static hpcmem_node_t node;
+  hpcmem_report_state_t *s = &_hpcmem_report_state;
+
+  _hpcmem_options_init();
+  if (_hpcmem_opt(REPORT) == HPCMEM_REPORT_OFF) return;
+  if (!_hpcmem_report_claim()) return;
+  if (!_hpcmem_job.jobid[0]) _hpcmem_job_init();
+
+  int mpi = s->mpi_started;
+  int64_t rank = mpi ? s->rank : _hpcmem_job.rank;
+  uint64_t origin = mpi ? s->origin_ns : hpcmem_start_ns();
+  _hpcmem_rec_sample(&rec, rank, mpi ? s->node : 0, origin);
+  _hpcmem_agg_from_rec(agg, &rec);
+
+  memset(&node, 0, sizeof node);
+  node.index = rec.node;
+  node.nranks = 1;
+  node.peak_sum = rec.v[HPCMEM_REC_peak_bytes];
+  node.peak_sum_time = rec.v[HPCMEM_REC_peak_time_ns];
+  memcpy(node.host, _hpcmem_job.hostname, sizeof node.host);
+  node.host[sizeof node.host - 1] = 0;
+  memcpy(node.agg, agg, sizeof agg);
+
+  hpcmem_report_t r;
+  memset(&r, 0, sizeof r);
+  r.jobid = mpi ? s->jobid : _hpcmem_job.jobid;
+  r.source = source;
+  r.signal = sig;
+  r.rank = rank;
+  /* a lone process is a whole job of one; a rank alone is only part of one */
+  r.complete = rank < 0;
+  r.mode = (int)_hpcmem_opt(REPORT);
+  r.threshold_pct = (int)_hpcmem_opt(IMBALANCE_THRESHOLD);
+  r.mpi = mpi;
+  r.nranks = mpi ? (uint64_t)s->size : (uint64_t)_hpcmem_job.size;
+  r.nnodes = mpi ? s->nnodes : (rank < 0 ? 1 : 0);
+  r.clock_sync = mpi ? "barrier after MPI_Init" : "none (one process)";
+  r.job = agg;
+  r.job_peak_sum = node.peak_sum;
+  r.job_peak_sum_time = node.peak_sum_time;
+  r.recs = &rec;
+  r.nrecs = 1;
+  r.nodes = &node;
+  r.nnode_recs = 1;
+  r.origin_ns = origin;
+  if (r.mode == HPCMEM_REPORT_FULL) r.nsamples = _hpcmem_rec_timeline(&r.samples);
+  _hpcmem_report_emit(&r, 1);
+}
+
+/* ------------------------------------------------------------------ */
+/* fatal signals                                                        */
+
+static const int caught[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM, SIGINT};
+#define NCAUGHT (sizeof caught / sizeof caught[0])
+static struct sigaction previous[NCAUGHT];
+
+static void on_fatal(int sig, siginfo_t *info, void *ctx) {
+  /* a crash inside the allocator may leave a lock held: if the summary
+   * cannot be taken within a few seconds, SIGALRM ends the process */
+  alarm(5);
+  _hpcmem_report_local("signal", sig);
+  alarm(0);
+  for (size_t i = 0; i < NCAUGHT; i++) {
+    if (caught[i] != sig) continue;
+    struct sigaction *old = &previous[i];
+    if ((old->sa_flags & SA_SIGINFO) && old->sa_sigaction) {
+      old->sa_sigaction(sig, info, ctx);
+    } else if (old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN) {
+      old->sa_handler(sig);
+    } else {
+      /* the default action, once this handler returns and unblocks sig */
+      sigaction(sig, old, NULL);
+      raise(sig);
+    }
+    return;
+  }
+}
+
+void _hpcmem_report_catch_signals(void) {
+  static int done;
+  if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL)) return;
+  for (size_t i = 0; i < NCAUGHT; i++) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_fatal;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(caught[i], NULL, &previous[i]) != 0) continue;
+    /* a signal the program ignores stays ignored */
+    if (!(previous[i].sa_flags & SA_SIGINFO) && previous[i].sa_handler == SIG_IGN) continue;
+    sigaction(caught[i], &sa, NULL);
+  }
+}
+
+/* ------------------------------------------------------------------ */
+/* exit                                                                 */
+
+/* a forked child is not a rank of its own: its exit must not overwrite
+ * the parent's summary */
+static void child_after_fork(void) { _hpcmem_report_state.done = 1; }
+
+__attribute__((constructor)) static void report_init(void) {
+  pthread_atfork(NULL, NULL, child_after_fork);
+}
+
+__attribute__((destructor)) static void report_at_exit(void) {
+  _hpcmem_report_local("exit", 0);
+}

@@ -1,0 +1,24 @@
+/* The MPI layer of libhpcmem: started right after the real PMPI_Init*,
+ * reports right before the real PMPI_Finalize (pmpi.c holds the wrappers).
+ * All of its traffic goes over its own duplicates of MPI_COMM_WORLD, with
+ * PMPI_* calls only, so it never meets the application's messages. */
+#ifndef HPCMEM_MPI_LAYER_H
+#define HPCMEM_MPI_LAYER_H
+#include <mpi.h>
+
+/* After a successful PMPI_Init / PMPI_Init_thread (collective over
+ * MPI_COMM_WORLD): rank, size, node communicator, node index, job id from
+ * rank 0, the job clock (aligned at a barrier), the agreed report mode.
+ * Idempotent.  0, or a negative errno-style code (the layer stays off). */
+int _hpcmem_mpi_start(void);
+
+/* Before the real PMPI_Finalize (collective): reduce every rank's record,
+ * rank 0 prints the banner and writes the JSON; then the layer's
+ * communicators, datatypes and operators are freed.  Idempotent. */
+void _hpcmem_mpi_finish(void);
+
+/* The node's communicator (ranks sharing memory with this one), for the
+ * node-wide shared segment; MPI_COMM_NULL before _hpcmem_mpi_start(). */
+MPI_Comm _hpcmem_mpi_node_comm(void);
+
+#endif

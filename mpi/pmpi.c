@@ -1,0 +1,142 @@
+/* MPI_Init / MPI_Init_thread / MPI_Finalize / MPI_Abort interception.
+ *
+ * Init calls the real PMPI function first and then starts the layer;
+ * Finalize reports first and then calls the real PMPI function.  Linking
+ * with -lhpcmem (before -lmpi, as mpicc does) or LD_PRELOAD=libhpcmem.so puts
+ * these definitions ahead of the MPI library's.
+ *
+ * Fortran: Open MPI 4.1's mpif.h / `use mpi` entry points (mpi_init_ ...)
+ * call the C PMPI_Init directly, and `use mpi_f08` (mpi_init_f08_) goes
+ * through the same code, so the C wrappers never see a Fortran program.
+ * We therefore define the Fortran names too and forward each to the MPI
+ * library's own Fortran PMPI entry (pmpi_init_ ...), found with dlsym so
+ * that whatever the Fortran layer does besides PMPI_Init still happens
+ * (MPICH sets up its Fortran constants there).  Whatever path a program
+ * takes, the attribute on MPI_COMM_SELF (layer.c) still reports at
+ * finalize. */
+#include "config.h"
+#include "layer.h"
+#include "report.h"
+#include <dlfcn.h>
+#include <stddef.h>
+
+int MPI_Init(int *argc, char ***argv) {
+  int rc = PMPI_Init(argc, argv);
+  if (rc == MPI_SUCCESS) _hpcmem_mpi_start();
+  return rc;
+}
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
+  int rc = PMPI_Init_thread(argc, argv, required, provided);
+  if (rc == MPI_SUCCESS) _hpcmem_mpi_start();
+  return rc;
+}
+
+int MPI_Finalize(void) {
+  _hpcmem_mpi_finish();
+  return PMPI_Finalize();
+}
+
+int MPI_Abort(MPI_Comm comm, int errorcode) {
+  /* the other ranks will be killed: each writes its own summary (SIGTERM) */
+  _hpcmem_report_local("MPI_Abort", 0);
+  return PMPI_Abort(comm, errorcode);
+}
+
+/* ------------------------------------------------------------------ */
+/* Fortran                                                              */
+
+typedef void (*f_init_t)(MPI_Fint *ierr);
+typedef void (*f_init_thread_t)(MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr);
+typedef void (*f_abort_t)(MPI_Fint *comm, MPI_Fint *errorcode, MPI_Fint *ierr);
+
+static void *fortran_pmpi(const char *name) {
+  /* we define no pmpi_* names, so the global scope finds the MPI library's */
+  return dlsym(RTLD_DEFAULT, name);
+}
+
+static void start_if_initialized(void) {
+  int flag = 0;
+  /* ierr is optional in mpi_f08: ask MPI instead of trusting it */
+  if (PMPI_Initialized(&flag) == MPI_SUCCESS && flag) _hpcmem_mpi_start();
+}
+
+static void f_init(MPI_Fint *ierr, const char *pmpi_name) {
+  f_init_t real = (f_init_t)fortran_pmpi(pmpi_name);
+  if (real) {
+    real(ierr);
+  } else {
+    int argc = 0;
+    char **argv = NULL;
+    int rc = PMPI_Init(&argc, &argv);
+    if (ierr) *ierr = (MPI_Fint)rc;
+  }
+  start_if_initialized();
+}
+
+static void f_init_thread(MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr,
+                          const char *pmpi_name) {
+  f_init_thread_t real = (f_init_thread_t)fortran_pmpi(pmpi_name);
+  if (real) {
+    real(required, provided, ierr);
+  } else {
+    int argc = 0, prov = 0;
+    char **argv = NULL;
+    int rc = PMPI_Init_thread(&argc, &argv, (int)*required, &prov);
+    *provided = (MPI_Fint)prov;
+    if (ierr) *ierr = (MPI_Fint)rc;
+  }
+  start_if_initialized();
+}
+
+static void f_finalize(MPI_Fint *ierr, const char *pmpi_name) {
+  _hpcmem_mpi_finish();
+  f_init_t real = (f_init_t)fortran_pmpi(pmpi_name);
+  if (real) {
+    real(ierr);
+  } else {
+    int rc = PMPI_Finalize();
+    if (ierr) *ierr = (MPI_Fint)rc;
+  }
+}
+
+static void f_abort(MPI_Fint *comm, MPI_Fint *errorcode, MPI_Fint *ierr, const char *pmpi_name) {
+  _hpcmem_report_local("MPI_Abort", 0);
+  f_abort_t real = (f_abort_t)fortran_pmpi(pmpi_name);
+  if (real) {
+    real(comm, errorcode, ierr);
+  } else {
+    int rc = PMPI_Abort(PMPI_Comm_f2c(*comm), (int)*errorcode);
+    if (ierr) *ierr = (MPI_Fint)rc;
+  }
+}
+
+/* Every spelling a Fortran compiler may produce, and the mpi_f08 name. */
+#define HPCMEM_F_NAMES(lower, upper, params, args, impl)                    \
+  void lower##_(params) { impl(args, "p" #lower "_"); }                     \
+  void lower##__(params) { impl(args, "p" #lower "__"); }                   \
+  void lower(params) { impl(args, "p" #lower); }                            \
+  void upper(params) { impl(args, "P" #upper); }                            \
+  void lower##_f08_(params) { impl(args, "p" #lower "_f08_"); }
+
+#define P1 MPI_Fint *ierr
+#define A1 ierr
+#define P3T MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr
+#define A3T required, provided, ierr
+#define P3A MPI_Fint *comm, MPI_Fint *errorcode, MPI_Fint *ierr
+#define A3A comm, errorcode, ierr
+
+/* prototypes keep -Wmissing-prototypes quiet and document the ABI */
+#define HPCMEM_F_PROTOS(lower, upper, params)                               \
+  void lower##_(params); void lower##__(params); void lower(params);        \
+  void upper(params); void lower##_f08_(params);
+
+HPCMEM_F_PROTOS(mpi_init, MPI_INIT, P1)
+HPCMEM_F_PROTOS(mpi_init_thread, MPI_INIT_THREAD, P3T)
+HPCMEM_F_PROTOS(mpi_finalize, MPI_FINALIZE, P1)
+HPCMEM_F_PROTOS(mpi_abort, MPI_ABORT, P3A)
+
+HPCMEM_F_NAMES(mpi_init, MPI_INIT, P1, A1, f_init)
+HPCMEM_F_NAMES(mpi_init_thread, MPI_INIT_THREAD, P3T, A3T, f_init_thread)
+HPCMEM_F_NAMES(mpi_finalize, MPI_FINALIZE, P1, A1, f_finalize)
+HPCMEM_F_NAMES(mpi_abort, MPI_ABORT, P3A, A3A, f_abort)

@@ -1,0 +1,60 @@
+/* Take this process's record: allocator statistics, /proc, timeline.
+ * Runs at MPI_Finalize, at exit and in fatal-signal handlers, so it uses no
+ * heap: /proc is read into a stack buffer, the timeline into static storage. */
+#include "config.h"
+#include "record.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+/* hpcmem_timeline() keeps at most 4096 samples */
+#define TIMELINE_MAX 4096
+static hpcmem_sample_t timeline_buf[TIMELINE_MAX];
+
+static uint64_t job_time(uint64_t t, uint64_t origin_ns) {
+  return t > origin_ns ? t - origin_ns : 0;
+}
+
+static void read_proc_status(uint64_t *hwm, uint64_t *rss) {
+  char buf[4096];
+  size_t n = 0;
+  int saved = errno;
+  int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ssize_t r;
+    while (n < sizeof buf - 1 && ((r = read(fd, buf + n, sizeof buf - 1 - n)) > 0 || (r < 0 && errno == EINTR)))
+      if (r > 0) n += (size_t)r;
+    close(fd);
+  }
+  buf[n] = 0;
+  *hwm = *rss = 0;
+  _hpcmem_proc_status_parse(buf, hwm, rss);
+  errno = saved;
+}
+
+size_t _hpcmem_rec_timeline(const hpcmem_sample_t **out) {
+  size_t n = hpcmem_timeline(timeline_buf, TIMELINE_MAX);
+  *out = timeline_buf;
+  return n < TIMELINE_MAX ? n : TIMELINE_MAX;
+}
+
+void _hpcmem_rec_sample(hpcmem_rec_t *rec, int64_t rank, uint64_t node, uint64_t origin_ns) {
+  hpcmem_stats_t st;
+  memset(&st, 0, sizeof st);
+  hpcmem_stats(&st);
+  memset(rec, 0, sizeof *rec);
+  rec->rank = (uint64_t)rank;
+  rec->node = node;
+#define HPCMEM_REC_COPY_(name, kind, help) rec->v[HPCMEM_REC_##name] = st.name;
+  HPCMEM_STATS_FIELDS(HPCMEM_REC_COPY_)
+#undef HPCMEM_REC_COPY_
+  /* every time stamp moves from the local clock onto the job clock */
+  for (size_t i = 0; i < HPCMEM_REC_NFIELDS; i++)
+    if (_hpcmem_rec_fields[i].kind == HPCMEM_KIND_PEAKTIME)
+      rec->v[i] = job_time(rec->v[i], origin_ns);
+  read_proc_status(&rec->v[HPCMEM_REC_vm_hwm_bytes], &rec->v[HPCMEM_REC_vm_rss_bytes]);
+  rec->v[HPCMEM_REC_start_ns] = job_time(hpcmem_start_ns(), origin_ns);
+  rec->v[HPCMEM_REC_end_ns] = job_time(hpcmem_clock_ns(), origin_ns);
+  rec->v[HPCMEM_REC_timeline_samples] = hpcmem_timeline(NULL, 0);
+}
