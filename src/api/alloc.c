@@ -6,6 +6,7 @@
 #include "api/internal.h"
 #include "hpcmem.h"
 #include "prim/prim.h"
+#include "topo/topo.h"
 #include "util/job.h"
 #include "util/log.h"
 #include "util/options.h"
@@ -87,9 +88,21 @@ static void fork_prepare(void) { _hpcmem_heaps_fork_prepare(); _hpcmem_large_for
 static void fork_parent(void) { _hpcmem_large_fork_parent(&_hpcmem_large); _hpcmem_heaps_fork_parent(); }
 static void fork_child(void) { _hpcmem_large_fork_child(&_hpcmem_large); _hpcmem_heaps_fork_child(); }
 
+static unsigned topo_group(int cpu) {
+  int g = _hpcmem_topo_cpu_group(cpu);
+  return g < 0 ? 0 : (unsigned)g;
+}
+
+/* What needs a working malloc comes here, after the allocator started:
+ * hwloc allocates while it loads the topology. */
 __attribute__((constructor(101))) static void hpcmem_constructor(void) {
   if (!_hpcmem_ready) _hpcmem_init();
   pthread_atfork(fork_prepare, fork_parent, fork_child);
+  if (_hpcmem_topo_load(NULL) == 0 && _hpcmem_topo_group_count(0) > 0) {
+    _hpcmem_cpu_to_group = topo_group;
+    if (_hpcmem_tc != &_hpcmem_tcache_none) _hpcmem_tcache_rebind(_hpcmem_tc);
+  }
+  if (_hpcmem_opt(VERBOSE)) _hpcmem_topo_print(stderr);
 }
 
 /* ------------------------------------------------------------------ */
