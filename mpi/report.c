@@ -358,10 +358,12 @@ static void banner_single(const hpcmem_report_t *r, const char *json_path, int f
     char dir[HPCMEM_OPT_STR_MAX + 8];
     const char *d = _hpcmem_opt_str(REPORT_DIR);
     snprintf(dir, sizeof dir, "%s", *d ? d : ".");
-    line(fd, "rank 0: MPI_Finalize was not reached (%s%s); heap high-water mark %s; "
-         "per-rank summaries: %s/hpcmem-report-%s.rank*.json", r->source,
-         r->signal ? ", fatal signal" : "", human(a, sizeof a, (double)v[HPCMEM_REC_peak_bytes]),
-         dir, r->jobid);
+    char why[48];
+    if (r->signal) snprintf(why, sizeof why, "signal %d", r->signal);
+    else snprintf(why, sizeof why, "%s", r->source);
+    line(fd, "rank 0: MPI_Finalize was not reached (%s); heap high-water mark %s; "
+         "per-rank summaries: %s/hpcmem-report-%s.rank*.json", why,
+         human(a, sizeof a, (double)v[HPCMEM_REC_peak_bytes]), dir, r->jobid);
   }
   if (r->mode == HPCMEM_REPORT_FULL) banner_full_table(r, fd);
 }

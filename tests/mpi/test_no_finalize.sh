@@ -1,0 +1,45 @@
+#!/bin/sh
+# Ranks that never reach MPI_Finalize still write their own summary,
+# hpcmem-report-<jobid>.rank<R>.json: after returning from main, after
+# MPI_Abort (the aborting rank, and the ranks mpirun then kills with
+# SIGTERM), after a fatal signal.  Rank r holds (r+1)*16 MiB when it goes
+# (tests/mpi/no_finalize.c).  Overhead bound: 8 MiB per rank (MPI_Init's
+# heap, about 3.5 MiB with Open MPI 4.1, and the C library's).
+np=4 mib=16 overhead=8
+prog=$top_builddir/tests/mpi/no_finalize
+check=$top_srcdir/tests/mpi/report_check.py
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+ok() { echo "[       OK ] no_finalize.$1"; }
+fail() { echo "[  FAILED  ] no_finalize.$1 ($2)"; fails=$((fails + 1)); }
+
+for how in exit abort segv; do
+  mkdir -p "$tmp/$how"
+  HPCMEM_REPORT=summary HPCMEM_REPORT_DIR="$tmp/$how" \
+    timeout 60 "$top_builddir/tests/run-mpi.sh" $np "$prog" $how $mib > "$tmp/$how.out" 2> "$tmp/$how.err"
+  rc=$?
+  n=$(ls "$tmp/$how" | grep -c '^hpcmem-report-.*\.rank[0-9]*\.json$')
+  if [ "$n" = $np ] && [ $rc != 124 ]; then ok $how.every_rank_wrote
+  else fail $how.every_rank_wrote "$n of $np per-rank files, mpirun exit $rc: $(ls "$tmp/$how")"; sed -n 1,10p "$tmp/$how.err"; fi
+  # MPI_Finalize never ran: no job report
+  if ! ls "$tmp/$how" | grep -q '^hpcmem-report-[^.]*\.json$'; then ok $how.no_job_report
+  else fail $how.no_job_report "a job report appeared without MPI_Finalize"; fi
+  for r in 0 1 2 3; do
+    f=$(ls "$tmp/$how"/hpcmem-report-*.rank$r.json 2>/dev/null | head -1)
+    [ -n "$f" ] || continue
+    source=exit signal=
+    case $how/$r in
+      abort/1) source=MPI_Abort ;;
+      abort/*) source=signal signal=15 ;;   # mpirun kills the other ranks with SIGTERM
+      segv/2) source=signal signal=11 ;;
+      segv/*) source=signal signal=15 ;;
+    esac
+    python3 "$check" rank "$f" --suite no_finalize.$how.rank$r --rank $r --np $np --mib $mib \
+      --overhead-mib $overhead --source $source ${signal:+--signal $signal} || fails=$((fails + 1))
+  done
+done
+# one line from rank 0 says where the summaries are
+if grep -q '^libhpcmem: rank 0: MPI_Finalize was not reached (exit)' "$tmp/exit.err"; then ok exit.banner
+else fail exit.banner "stderr: $(grep libhpcmem "$tmp/exit.err" | head -3)"; fi
+[ $fails = 0 ]
