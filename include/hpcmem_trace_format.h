@@ -1,0 +1,468 @@
+/**
+ * @file hpcmem_trace_format.h
+ * @brief The on-disk format of libhpcmem allocation traces (".hmt", version 1).
+ *
+ * This header is the contract between the recorder inside libhpcmem
+ * (src/trace/) and the post-run tools (hpcmem-report, hpcmem-replay, or any
+ * program of your own): both use the layouts, constants and the inline
+ * encoders/decoders below, so the two sides cannot drift apart.  The format
+ * is described for humans in docs/trace-format.md.
+ *
+ * A file is a 256-byte header followed by blocks.  Every block carries its
+ * own length and two CRC-32C checksums (of its header and of its payload),
+ * so a reader can stop cleanly at the last complete block of a truncated
+ * file and name the offset of a damaged one.  All integers are little-endian.
+ * Event records inside a block are varint / delta encoded against a state
+ * that starts from the block header, so every block decodes on its own.
+ *
+ * Nothing here allocates memory or calls the C library beyond memcpy, so the
+ * recorder can use it inside malloc.
+ */
+#ifndef HPCMEM_TRACE_FORMAT_H
+#define HPCMEM_TRACE_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ */
+/* Constants                                                            */
+
+#define HMT_FILE_MAGIC "HPCMEMTR"          /**< 8 bytes at offset 0 */
+#define HMT_VERSION_MAJOR 1                /**< readers reject other majors */
+#define HMT_VERSION_MINOR 0                /**< readers accept any minor */
+#define HMT_HEADER_SIZE 256
+#define HMT_BLOCK_MAGIC 0x42544d48u        /**< "HMTB" in file byte order */
+#define HMT_BLOCK_HEADER_SIZE 56
+#define HMT_MAX_DEPTH 4096                 /**< deepest stack a reader accepts */
+#define HMT_MAX_BLOCK (1u << 30)           /**< largest raw or stored block payload */
+#define HMT_MAX_RECORD(depth) (16 + 10 * ((size_t)(depth) + 2))  /**< bound of one encoded record */
+
+/** Allocation event kinds (the recorder's `kind` argument and the record type). */
+enum {
+  HPCMEM_EV_MALLOC = 1,   /**< malloc, operator new */
+  HPCMEM_EV_CALLOC = 2,   /**< calloc (size = nmemb * size) */
+  HPCMEM_EV_REALLOC = 3,  /**< realloc: old_ptr -> ptr; ptr 0 and size 0 means old_ptr was freed */
+  HPCMEM_EV_FREE = 4,     /**< free, operator delete */
+  HPCMEM_EV_MEMALIGN = 5  /**< posix_memalign, aligned_alloc, memalign, valloc, pvalloc (with align) */
+};
+/** OR'ed into a kind: the event was caused by libhpcmem itself ('S' in WMTrace), not the application ('A'). */
+#define HPCMEM_EV_SYS 0x10
+
+/** Record types that are not events. */
+enum {
+  HMT_REC_STACK = 14,  /**< definition of an interned call stack */
+  HMT_REC_EXT = 15     /**< extension: varint type, varint length, bytes (skipped by readers that do not know it) */
+};
+/** Tag byte of a record: type in bits 0-3, then these flags. */
+#define HMT_TAG_TYPE 0x0f
+#define HMT_TAG_SYS 0x10         /**< libhpcmem-internal event */
+#define HMT_TAG_SAME_STACK 0x20  /**< allocation event: same stack id as the previous one (id omitted) */
+#define HMT_TAG_RESERVED 0xc0    /**< must be 0 in version 1 */
+
+/** Block types. */
+enum {
+  HMT_BLOCK_EVENTS = 1,   /**< one thread's records (events and stack definitions) */
+  HMT_BLOCK_MODULES = 2,  /**< the loaded objects (for symbolising after the run) */
+  HMT_BLOCK_FLUSH = 3     /**< marker written by every flush of all buffers: reason and recorder counters */
+};
+/** Block payload codecs. */
+enum { HMT_CODEC_NONE = 0, HMT_CODEC_ZSTD = 1, HMT_CODEC_ZLIB = 2 };
+
+/** Why the buffers were flushed (first varint of a FLUSH block). */
+enum {
+  HMT_FLUSH_EXPLICIT = 0,  /**< asked for (tests, hpcmem API) */
+  HMT_FLUSH_EXIT = 1,      /**< normal process exit */
+  HMT_FLUSH_FINALIZE = 2,  /**< MPI_Finalize */
+  HMT_FLUSH_ABORT = 3,     /**< MPI_Abort */
+  HMT_FLUSH_SIGNAL = 0x100 /**< + signal number: fatal signal */
+};
+
+/** Counters of the recorder, written in every FLUSH block after the reason,
+ *  as a varint count followed by that many varints in this order (new
+ *  fields are only ever appended).  X(name, help) */
+#define HMT_FLUSH_FIELDS(X) \
+  X(events, "events recorded") \
+  X(stacks, "distinct stacks interned") \
+  X(dropped, "events that could not be recorded (re-entrant while flushing, no memory)") \
+  X(blocks, "event blocks written") \
+  X(raw_bytes, "event bytes before compression") \
+  X(stored_bytes, "event bytes after compression") \
+  X(memory_bytes, "memory held by the recorder (buffers, compressors, stack table)") \
+  X(threads, "thread buffers created") \
+  X(write_errors, "blocks that could not be written")
+
+/* Header flags. */
+#define HMT_HF_RANK_FROM_MPI 0x1   /**< rank/size were set by MPI_Init (else: launcher guess) */
+#define HMT_HF_CLOCK_OFFSET 0x2    /**< clock_offset_ns was measured against rank 0 */
+
+/* ------------------------------------------------------------------ */
+/* Little-endian access                                                 */
+
+static inline void hmt_st16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static inline void hmt_st32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static inline void hmt_st64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static inline uint16_t hmt_ld16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static inline uint32_t hmt_ld32(const uint8_t *p) {
+  return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+static inline uint64_t hmt_ld64(const uint8_t *p) { return (uint64_t)hmt_ld32(p) | ((uint64_t)hmt_ld32(p + 4) << 32); }
+
+/* ------------------------------------------------------------------ */
+/* CRC-32C (Castagnoli, reflected, init and final xor 0xffffffff)        */
+
+static const uint32_t hmt_crc32c_table[256] = {
+  0x00000000u, 0xf26b8303u, 0xe13b70f7u, 0x1350f3f4u, 0xc79a971fu, 0x35f1141cu,
+  0x26a1e7e8u, 0xd4ca64ebu, 0x8ad958cfu, 0x78b2dbccu, 0x6be22838u, 0x9989ab3bu,
+  0x4d43cfd0u, 0xbf284cd3u, 0xac78bf27u, 0x5e133c24u, 0x105ec76fu, 0xe235446cu,
+  0xf165b798u, 0x030e349bu, 0xd7c45070u, 0x25afd373u, 0x36ff2087u, 0xc494a384u,
+  0x9a879fa0u, 0x68ec1ca3u, 0x7bbcef57u, 0x89d76c54u, 0x5d1d08bfu, 0xaf768bbcu,
+  0xbc267848u, 0x4e4dfb4bu, 0x20bd8edeu, 0xd2d60dddu, 0xc186fe29u, 0x33ed7d2au,
+  0xe72719c1u, 0x154c9ac2u, 0x061c6936u, 0xf477ea35u, 0xaa64d611u, 0x580f5512u,
+  0x4b5fa6e6u, 0xb93425e5u, 0x6dfe410eu, 0x9f95c20du, 0x8cc531f9u, 0x7eaeb2fau,
+  0x30e349b1u, 0xc288cab2u, 0xd1d83946u, 0x23b3ba45u, 0xf779deaeu, 0x05125dadu,
+  0x1642ae59u, 0xe4292d5au, 0xba3a117eu, 0x4851927du, 0x5b016189u, 0xa96ae28au,
+  0x7da08661u, 0x8fcb0562u, 0x9c9bf696u, 0x6ef07595u, 0x417b1dbcu, 0xb3109ebfu,
+  0xa0406d4bu, 0x522bee48u, 0x86e18aa3u, 0x748a09a0u, 0x67dafa54u, 0x95b17957u,
+  0xcba24573u, 0x39c9c670u, 0x2a993584u, 0xd8f2b687u, 0x0c38d26cu, 0xfe53516fu,
+  0xed03a29bu, 0x1f682198u, 0x5125dad3u, 0xa34e59d0u, 0xb01eaa24u, 0x42752927u,
+  0x96bf4dccu, 0x64d4cecfu, 0x77843d3bu, 0x85efbe38u, 0xdbfc821cu, 0x2997011fu,
+  0x3ac7f2ebu, 0xc8ac71e8u, 0x1c661503u, 0xee0d9600u, 0xfd5d65f4u, 0x0f36e6f7u,
+  0x61c69362u, 0x93ad1061u, 0x80fde395u, 0x72966096u, 0xa65c047du, 0x5437877eu,
+  0x4767748au, 0xb50cf789u, 0xeb1fcbadu, 0x197448aeu, 0x0a24bb5au, 0xf84f3859u,
+  0x2c855cb2u, 0xdeeedfb1u, 0xcdbe2c45u, 0x3fd5af46u, 0x7198540du, 0x83f3d70eu,
+  0x90a324fau, 0x62c8a7f9u, 0xb602c312u, 0x44694011u, 0x5739b3e5u, 0xa55230e6u,
+  0xfb410cc2u, 0x092a8fc1u, 0x1a7a7c35u, 0xe811ff36u, 0x3cdb9bddu, 0xceb018deu,
+  0xdde0eb2au, 0x2f8b6829u, 0x82f63b78u, 0x709db87bu, 0x63cd4b8fu, 0x91a6c88cu,
+  0x456cac67u, 0xb7072f64u, 0xa457dc90u, 0x563c5f93u, 0x082f63b7u, 0xfa44e0b4u,
+  0xe9141340u, 0x1b7f9043u, 0xcfb5f4a8u, 0x3dde77abu, 0x2e8e845fu, 0xdce5075cu,
+  0x92a8fc17u, 0x60c37f14u, 0x73938ce0u, 0x81f80fe3u, 0x55326b08u, 0xa759e80bu,
+  0xb4091bffu, 0x466298fcu, 0x1871a4d8u, 0xea1a27dbu, 0xf94ad42fu, 0x0b21572cu,
+  0xdfeb33c7u, 0x2d80b0c4u, 0x3ed04330u, 0xccbbc033u, 0xa24bb5a6u, 0x502036a5u,
+  0x4370c551u, 0xb11b4652u, 0x65d122b9u, 0x97baa1bau, 0x84ea524eu, 0x7681d14du,
+  0x2892ed69u, 0xdaf96e6au, 0xc9a99d9eu, 0x3bc21e9du, 0xef087a76u, 0x1d63f975u,
+  0x0e330a81u, 0xfc588982u, 0xb21572c9u, 0x407ef1cau, 0x532e023eu, 0xa145813du,
+  0x758fe5d6u, 0x87e466d5u, 0x94b49521u, 0x66df1622u, 0x38cc2a06u, 0xcaa7a905u,
+  0xd9f75af1u, 0x2b9cd9f2u, 0xff56bd19u, 0x0d3d3e1au, 0x1e6dcdeeu, 0xec064eedu,
+  0xc38d26c4u, 0x31e6a5c7u, 0x22b65633u, 0xd0ddd530u, 0x0417b1dbu, 0xf67c32d8u,
+  0xe52cc12cu, 0x1747422fu, 0x49547e0bu, 0xbb3ffd08u, 0xa86f0efcu, 0x5a048dffu,
+  0x8ecee914u, 0x7ca56a17u, 0x6ff599e3u, 0x9d9e1ae0u, 0xd3d3e1abu, 0x21b862a8u,
+  0x32e8915cu, 0xc083125fu, 0x144976b4u, 0xe622f5b7u, 0xf5720643u, 0x07198540u,
+  0x590ab964u, 0xab613a67u, 0xb831c993u, 0x4a5a4a90u, 0x9e902e7bu, 0x6cfbad78u,
+  0x7fab5e8cu, 0x8dc0dd8fu, 0xe330a81au, 0x115b2b19u, 0x020bd8edu, 0xf0605beeu,
+  0x24aa3f05u, 0xd6c1bc06u, 0xc5914ff2u, 0x37faccf1u, 0x69e9f0d5u, 0x9b8273d6u,
+  0x88d28022u, 0x7ab90321u, 0xae7367cau, 0x5c18e4c9u, 0x4f48173du, 0xbd23943eu,
+  0xf36e6f75u, 0x0105ec76u, 0x12551f82u, 0xe03e9c81u, 0x34f4f86au, 0xc69f7b69u,
+  0xd5cf889du, 0x27a40b9eu, 0x79b737bau, 0x8bdcb4b9u, 0x988c474du, 0x6ae7c44eu,
+  0xbe2da0a5u, 0x4c4623a6u, 0x5f16d052u, 0xad7d5351u,
+};
+
+/** Continue a CRC-32C over len bytes; start with crc = 0. */
+static inline uint32_t hmt_crc32c(uint32_t crc, const void *buf, size_t len) {
+  const uint8_t *p = (const uint8_t *)buf;
+  crc = ~crc;
+  while (len--) crc = hmt_crc32c_table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
+  return ~crc;
+}
+
+/* ------------------------------------------------------------------ */
+/* Varints: unsigned LEB128 (7 bits a byte, low first, at most 10 bytes);  */
+/* signed values are zigzag mapped first.                                 */
+
+static inline uint8_t *hmt_put_varint(uint8_t *p, uint64_t v) {
+  while (v >= 0x80) { *p++ = (uint8_t)(v | 0x80); v >>= 7; }
+  *p++ = (uint8_t)v;
+  return p;
+}
+/** Decode one varint; NULL when it runs past end or is longer than 10 bytes. */
+static inline const uint8_t *hmt_get_varint(const uint8_t *p, const uint8_t *end, uint64_t *v) {
+  uint64_t x = 0;
+  for (unsigned shift = 0; shift < 64; shift += 7) {
+    if (p >= end) return NULL;
+    uint8_t b = *p++;
+    if (shift == 63 && b > 1) return NULL;  /* more than 64 bits */
+    x |= (uint64_t)(b & 0x7f) << shift;
+    if (!(b & 0x80)) { *v = x; return p; }
+  }
+  return NULL;
+}
+static inline uint64_t hmt_zigzag(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
+static inline int64_t hmt_unzigzag(uint64_t v) { return (int64_t)(v >> 1) ^ -(int64_t)(v & 1); }
+
+/* ------------------------------------------------------------------ */
+/* File header (256 bytes at offset 0)                                   */
+/*                                                                      */
+/*   0 magic[8] "HPCMEMTR"     8 u16 version_major   10 u16 version_minor */
+/*  12 u32 header_size (256)  16 u32 flags (HMT_HF_*)                     */
+/*  20 i32 rank               24 i32 size             28 u32 pid          */
+/*  32 i64 clock_offset_ns: add to a time stamp to get rank 0's clock     */
+/*  40 u64 start_ns (CLOCK_MONOTONIC)  48 u64 start_realtime_ns (epoch)   */
+/*  56 u32 pointer_size       60 u32 page_size                            */
+/*  64 u32 max_depth          68 u32 buffer_size      72 u32 codec        */
+/*  76 u32 reserved (0)       80 hostname[64]         144 jobid[64]       */
+/* 208 reserved (0) up to    252 u32 CRC-32C of bytes 0..251              */
+
+typedef struct hmt_header {
+  uint16_t version_major, version_minor;
+  uint32_t flags;
+  int32_t rank, size;
+  uint32_t pid;
+  int64_t clock_offset_ns;
+  uint64_t start_ns, start_realtime_ns;
+  uint32_t pointer_size, page_size, max_depth, buffer_size, codec;
+  char hostname[64];  /* NUL-terminated */
+  char jobid[64];     /* NUL-terminated */
+} hmt_header_t;
+
+/** Result codes of the decoders (negative). */
+enum {
+  HMT_OK = 0,
+  HMT_E_TRUNCATED = -1,  /**< data ends inside the structure */
+  HMT_E_MAGIC = -2,      /**< not a trace file / not a block */
+  HMT_E_VERSION = -3,    /**< unsupported major version */
+  HMT_E_CHECKSUM = -4,   /**< CRC mismatch */
+  HMT_E_RANGE = -5,      /**< a field has an impossible value */
+  HMT_E_RECORD = -6      /**< malformed record inside a block */
+};
+
+static inline void hmt_header_encode(const hmt_header_t *h, uint8_t out[HMT_HEADER_SIZE]) {
+  memset(out, 0, HMT_HEADER_SIZE);
+  memcpy(out, HMT_FILE_MAGIC, 8);
+  hmt_st16(out + 8, h->version_major); hmt_st16(out + 10, h->version_minor);
+  hmt_st32(out + 12, HMT_HEADER_SIZE); hmt_st32(out + 16, h->flags);
+  hmt_st32(out + 20, (uint32_t)h->rank); hmt_st32(out + 24, (uint32_t)h->size); hmt_st32(out + 28, h->pid);
+  hmt_st64(out + 32, (uint64_t)h->clock_offset_ns);
+  hmt_st64(out + 40, h->start_ns); hmt_st64(out + 48, h->start_realtime_ns);
+  hmt_st32(out + 56, h->pointer_size); hmt_st32(out + 60, h->page_size);
+  hmt_st32(out + 64, h->max_depth); hmt_st32(out + 68, h->buffer_size); hmt_st32(out + 72, h->codec);
+  for (int i = 0; i < 63 && h->hostname[i]; i++) out[80 + i] = (uint8_t)h->hostname[i];
+  for (int i = 0; i < 63 && h->jobid[i]; i++) out[144 + i] = (uint8_t)h->jobid[i];
+  hmt_st32(out + 252, hmt_crc32c(0, out, 252));
+}
+
+/** Decode and check a file header from the first len bytes of a file. */
+static inline int hmt_header_decode(const uint8_t *in, size_t len, hmt_header_t *h) {
+  if (len < 8 || memcmp(in, HMT_FILE_MAGIC, 8) != 0) return len < 8 ? HMT_E_TRUNCATED : HMT_E_MAGIC;
+  if (len < HMT_HEADER_SIZE) return HMT_E_TRUNCATED;
+  if (hmt_ld32(in + 252) != hmt_crc32c(0, in, 252)) return HMT_E_CHECKSUM;
+  memset(h, 0, sizeof *h);
+  h->version_major = hmt_ld16(in + 8); h->version_minor = hmt_ld16(in + 10);
+  if (h->version_major != HMT_VERSION_MAJOR) return HMT_E_VERSION;
+  if (hmt_ld32(in + 12) != HMT_HEADER_SIZE) return HMT_E_RANGE;
+  h->flags = hmt_ld32(in + 16);
+  h->rank = (int32_t)hmt_ld32(in + 20); h->size = (int32_t)hmt_ld32(in + 24); h->pid = hmt_ld32(in + 28);
+  h->clock_offset_ns = (int64_t)hmt_ld64(in + 32);
+  h->start_ns = hmt_ld64(in + 40); h->start_realtime_ns = hmt_ld64(in + 48);
+  h->pointer_size = hmt_ld32(in + 56); h->page_size = hmt_ld32(in + 60);
+  h->max_depth = hmt_ld32(in + 64); h->buffer_size = hmt_ld32(in + 68); h->codec = hmt_ld32(in + 72);
+  memcpy(h->hostname, in + 80, 63); memcpy(h->jobid, in + 144, 63);
+  if (h->size < 1 || h->rank < -1 || h->rank >= h->size || (h->pointer_size != 4 && h->pointer_size != 8))
+    return HMT_E_RANGE;
+  return HMT_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Block header (56 bytes), followed by stored_len payload bytes          */
+/*                                                                      */
+/*   0 u32 magic HMT_BLOCK_MAGIC   4 u8 type   5 u8 codec   6 u16 flags(0) */
+/*   8 u32 stored_len (payload bytes in the file)                          */
+/*  12 u32 raw_len (payload bytes after decompression)                     */
+/*  16 u32 tid (kernel thread id of an EVENTS block, else 0)               */
+/*  20 u32 count (records in an EVENTS block)                              */
+/*  24 u64 base_time  32 u64 base_ptr  40 u64 base_stack: the decoder state */
+/*         the first record of an EVENTS block is encoded against          */
+/*  48 u32 CRC-32C of the stored payload   52 u32 CRC-32C of bytes 0..51   */
+
+typedef struct hmt_block {
+  uint8_t type, codec;
+  uint16_t flags;
+  uint32_t stored_len, raw_len, tid, count;
+  uint64_t base_time, base_ptr, base_stack;
+  uint32_t payload_crc;
+} hmt_block_t;
+
+static inline void hmt_block_encode(const hmt_block_t *b, uint8_t out[HMT_BLOCK_HEADER_SIZE]) {
+  hmt_st32(out, HMT_BLOCK_MAGIC);
+  out[4] = b->type; out[5] = b->codec; hmt_st16(out + 6, b->flags);
+  hmt_st32(out + 8, b->stored_len); hmt_st32(out + 12, b->raw_len);
+  hmt_st32(out + 16, b->tid); hmt_st32(out + 20, b->count);
+  hmt_st64(out + 24, b->base_time); hmt_st64(out + 32, b->base_ptr); hmt_st64(out + 40, b->base_stack);
+  hmt_st32(out + 48, b->payload_crc);
+  hmt_st32(out + 52, hmt_crc32c(0, out, 52));
+}
+
+/** Decode and check a block header (not its payload). */
+static inline int hmt_block_decode(const uint8_t *in, size_t len, hmt_block_t *b) {
+  if (len < HMT_BLOCK_HEADER_SIZE) return HMT_E_TRUNCATED;
+  if (hmt_ld32(in) != HMT_BLOCK_MAGIC) return HMT_E_MAGIC;
+  if (hmt_ld32(in + 52) != hmt_crc32c(0, in, 52)) return HMT_E_CHECKSUM;
+  b->type = in[4]; b->codec = in[5]; b->flags = hmt_ld16(in + 6);
+  b->stored_len = hmt_ld32(in + 8); b->raw_len = hmt_ld32(in + 12);
+  b->tid = hmt_ld32(in + 16); b->count = hmt_ld32(in + 20);
+  b->base_time = hmt_ld64(in + 24); b->base_ptr = hmt_ld64(in + 32); b->base_stack = hmt_ld64(in + 40);
+  b->payload_crc = hmt_ld32(in + 48);
+  if (b->codec > HMT_CODEC_ZLIB || b->stored_len > HMT_MAX_BLOCK || b->raw_len > HMT_MAX_BLOCK ||
+      (b->codec == HMT_CODEC_NONE && b->stored_len != b->raw_len))
+    return HMT_E_RANGE;
+  return HMT_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Records of an EVENTS block                                            */
+/*                                                                      */
+/* tag byte, then varints:                                              */
+/*   MALLOC, CALLOC  dt, dptr, size, [stack]                            */
+/*   MEMALIGN        dt, dptr, size, align, [stack]                      */
+/*   REALLOC         dt, dptr, dold, size, [stack]                       */
+/*   FREE            dt, dptr                                           */
+/*   STACK           id, depth, frame[0], zigzag(frame[i]-frame[i-1])...  */
+/*   EXT             type, length, bytes                                 */
+/* dt = time - state.time (ns, never negative within a thread);           */
+/* dptr = zigzag(ptr - state.ptr); dold = zigzag(old_ptr - ptr);          */
+/* [stack] = stack id, omitted when HMT_TAG_SAME_STACK says it equals     */
+/* state.stack.  After each event state.time = time, state.ptr = ptr and  */
+/* (allocation events) state.stack = stack.  Stack id 0 = no stack.       */
+/* Frames are return addresses (symbolise at address - 1).               */
+
+typedef struct hmt_state { uint64_t time, ptr, stack; } hmt_state_t;
+
+/** One decoded record. */
+typedef struct hmt_record {
+  unsigned type;       /**< HPCMEM_EV_* or HMT_REC_STACK / HMT_REC_EXT */
+  unsigned sys;        /**< 1: libhpcmem-internal event */
+  uint64_t time, ptr, old_ptr, size, align, stack;
+  /* HMT_REC_STACK: */
+  uint64_t stack_id;
+  uint32_t depth;
+  const uint8_t *frames;  /**< encoded frames (decode with hmt_stack_frames) */
+  size_t frames_len;
+  /* HMT_REC_EXT: */
+  uint64_t ext_type;
+  const uint8_t *ext;
+  uint64_t ext_len;
+} hmt_record_t;
+
+static inline int hmt_is_alloc(unsigned type) {
+  return type == HPCMEM_EV_MALLOC || type == HPCMEM_EV_CALLOC || type == HPCMEM_EV_REALLOC ||
+         type == HPCMEM_EV_MEMALIGN;
+}
+
+/** Encode one event at p (room for HMT_MAX_RECORD(0) bytes); returns the end. */
+static inline uint8_t *hmt_encode_event(uint8_t *p, hmt_state_t *st, unsigned type, int sys, uint64_t time,
+                                        uint64_t ptr, uint64_t old_ptr, uint64_t size, uint64_t align,
+                                        uint64_t stack) {
+  uint8_t *tag = p++;
+  *tag = (uint8_t)((type & HMT_TAG_TYPE) | (sys ? HMT_TAG_SYS : 0));
+  p = hmt_put_varint(p, time - st->time);
+  p = hmt_put_varint(p, hmt_zigzag((int64_t)(ptr - st->ptr)));
+  if (type == HPCMEM_EV_REALLOC) p = hmt_put_varint(p, hmt_zigzag((int64_t)(old_ptr - ptr)));
+  if (hmt_is_alloc(type)) {
+    p = hmt_put_varint(p, size);
+    if (type == HPCMEM_EV_MEMALIGN) p = hmt_put_varint(p, align);
+    if (stack == st->stack) *tag |= HMT_TAG_SAME_STACK;
+    else p = hmt_put_varint(p, stack);
+    st->stack = stack;
+  }
+  st->time = time; st->ptr = ptr;
+  return p;
+}
+
+/** Encode a stack definition at p (room for HMT_MAX_RECORD(depth) bytes). */
+static inline uint8_t *hmt_encode_stack(uint8_t *p, uint64_t id, const uint64_t *frames, uint32_t depth) {
+  *p++ = HMT_REC_STACK;
+  p = hmt_put_varint(p, id);
+  p = hmt_put_varint(p, depth);
+  uint64_t prev = 0;
+  for (uint32_t i = 0; i < depth; i++) {
+    p = i ? hmt_put_varint(p, hmt_zigzag((int64_t)(frames[i] - prev))) : hmt_put_varint(p, frames[0]);
+    prev = frames[i];
+  }
+  return p;
+}
+
+/** Decode the record at *pp (advanced past it) and update the state.
+ *  Returns HMT_OK or HMT_E_RECORD (truncated or malformed). */
+static inline int hmt_decode_record(const uint8_t **pp, const uint8_t *end, hmt_state_t *st, hmt_record_t *r) {
+  const uint8_t *p = *pp;
+  uint64_t v;
+  if (p >= end) return HMT_E_RECORD;
+  uint8_t tag = *p++;
+  if (tag & HMT_TAG_RESERVED) return HMT_E_RECORD;
+  r->type = tag & HMT_TAG_TYPE;
+  r->sys = (tag & HMT_TAG_SYS) ? 1 : 0;
+  if (r->type == HMT_REC_STACK) {
+    if (tag != HMT_REC_STACK) return HMT_E_RECORD;
+    if (!(p = hmt_get_varint(p, end, &r->stack_id)) || !(p = hmt_get_varint(p, end, &v)) || v > HMT_MAX_DEPTH)
+      return HMT_E_RECORD;
+    r->depth = (uint32_t)v;
+    r->frames = p;
+    for (uint32_t i = 0; i < r->depth; i++)
+      if (!(p = hmt_get_varint(p, end, &v))) return HMT_E_RECORD;
+    r->frames_len = (size_t)(p - r->frames);
+    *pp = p;
+    return HMT_OK;
+  }
+  if (r->type == HMT_REC_EXT) {
+    if (tag != HMT_REC_EXT || !(p = hmt_get_varint(p, end, &r->ext_type)) ||
+        !(p = hmt_get_varint(p, end, &r->ext_len)) || r->ext_len > (uint64_t)(end - p))
+      return HMT_E_RECORD;
+    r->ext = p;
+    *pp = p + r->ext_len;
+    return HMT_OK;
+  }
+  if (r->type < HPCMEM_EV_MALLOC || r->type > HPCMEM_EV_MEMALIGN) return HMT_E_RECORD;
+  if ((tag & HMT_TAG_SAME_STACK) && !hmt_is_alloc(r->type)) return HMT_E_RECORD;
+  if (!(p = hmt_get_varint(p, end, &v))) return HMT_E_RECORD;
+  r->time = st->time + v;
+  if (r->time < st->time) return HMT_E_RECORD;  /* time wrapped */
+  if (!(p = hmt_get_varint(p, end, &v))) return HMT_E_RECORD;
+  r->ptr = st->ptr + (uint64_t)hmt_unzigzag(v);
+  r->old_ptr = 0; r->size = 0; r->align = 0; r->stack = 0;
+  if (r->type == HPCMEM_EV_REALLOC) {
+    if (!(p = hmt_get_varint(p, end, &v))) return HMT_E_RECORD;
+    r->old_ptr = r->ptr + (uint64_t)hmt_unzigzag(v);
+  }
+  if (hmt_is_alloc(r->type)) {
+    if (!(p = hmt_get_varint(p, end, &r->size))) return HMT_E_RECORD;
+    if (r->type == HPCMEM_EV_MEMALIGN && !(p = hmt_get_varint(p, end, &r->align))) return HMT_E_RECORD;
+    if (tag & HMT_TAG_SAME_STACK) r->stack = st->stack;
+    else if (!(p = hmt_get_varint(p, end, &r->stack))) return HMT_E_RECORD;
+    st->stack = r->stack;
+  }
+  st->time = r->time; st->ptr = r->ptr;
+  *pp = p;
+  return HMT_OK;
+}
+
+/** Decode the frames of a STACK record into out[r->depth]. */
+static inline int hmt_stack_frames(const hmt_record_t *r, uint64_t *out) {
+  const uint8_t *p = r->frames, *end = r->frames + r->frames_len;
+  uint64_t v, prev = 0;
+  for (uint32_t i = 0; i < r->depth; i++) {
+    if (!(p = hmt_get_varint(p, end, &v))) return HMT_E_RECORD;
+    prev = i ? prev + (uint64_t)hmt_unzigzag(v) : v;
+    out[i] = prev;
+  }
+  return HMT_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* MODULES block payload: varint count, then per loaded object:           */
+/*   varint bias (load address: file address + bias = run-time address)  */
+/*   varint lo, varint hi (run-time address range of its PT_LOAD segments) */
+/*   varint build_id_len, build id bytes (GNU build id, may be empty)    */
+/*   varint path_len, path bytes (absolute path of the file; empty: none) */
+/* Each MODULES block lists every object loaded when it was written; a    */
+/* later block supersedes an earlier one for overlapping ranges.          */
+/*                                                                      */
+/* FLUSH block payload: varint reason (HMT_FLUSH_*), varint time (ns,     */
+/*   CLOCK_MONOTONIC), varint n, n varints in HMT_FLUSH_FIELDS order.     */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HPCMEM_TRACE_FORMAT_H */

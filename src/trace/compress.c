@@ -1,0 +1,186 @@
+/* Block compression for the recorder: zstd or zlib, both given allocators
+ * over prim/ memory, because this code runs inside malloc.  A few
+ * compressors are shared by all threads (a thread takes a free one when its
+ * buffer is full), which bounds the memory to a few contexts however many
+ * threads record. */
+#include "config.h"
+#include "trace/trace.h"
+#include "prim/prim.h"
+#include <errno.h>
+#include <string.h>
+#ifdef HAVE_ZSTD
+#define ZSTD_STATIC_LINKING_ONLY  /* ZSTD_customMem: the advanced API, exported by libzstd.so too */
+#include <zstd.h>
+#endif
+#ifdef HAVE_ZLIB
+#include <zlib.h>
+#endif
+
+/* Levels measured on traces of the test programs (docs/trace-format.md,
+ * "Compression"): zstd 1 and zlib 1 give nearly the ratio of their default
+ * levels at a fraction of the time. */
+#define HMT_ZSTD_LEVEL 1
+#define HMT_ZLIB_LEVEL 1
+#define HMT_NCOMP 4
+
+static volatile size_t alloc_bytes;
+
+/* ---- small allocations from prim memory ---------------------------- */
+
+/* 64-byte header in front of each allocation keeps its mapping size. */
+void *_hpcmem_trace_alloc(size_t size) {
+  size_t page = _hpcmem_prim_page_size();
+  size_t total = (size + 64 + page - 1) & ~(page - 1);
+  char *p = _hpcmem_prim_reserve(total, page);
+  if (!p) return NULL;
+  *(size_t *)p = total;
+  __atomic_add_fetch(&alloc_bytes, total, __ATOMIC_RELAXED);
+  return p + 64;
+}
+
+void _hpcmem_trace_free(void *q) {
+  if (!q) return;
+  char *p = (char *)q - 64;
+  size_t total = *(size_t *)p;
+  __atomic_sub_fetch(&alloc_bytes, total, __ATOMIC_RELAXED);
+  _hpcmem_prim_release(p, total);
+}
+
+#ifdef HAVE_ZSTD
+static void *zstd_alloc(void *opaque, size_t size) { (void)opaque; return _hpcmem_trace_alloc(size); }
+static void zstd_free(void *opaque, void *p) { (void)opaque; _hpcmem_trace_free(p); }
+#endif
+#ifdef HAVE_ZLIB
+static voidpf zlib_alloc(voidpf opaque, uInt n, uInt size) {
+  (void)opaque;
+  if (size && n > (size_t)-1 / size) return Z_NULL;
+  return _hpcmem_trace_alloc((size_t)n * size);
+}
+static void zlib_free(voidpf opaque, voidpf p) { (void)opaque; _hpcmem_trace_free(p); }
+#endif
+
+/* ---- the shared compressors --------------------------------------- */
+
+typedef struct {
+  hmt_tlock_t lock;
+  void *zstd;        /* ZSTD_CCtx */
+  void *zlib;        /* z_stream, deflateInit done */
+  uint8_t *out;      /* output buffer */
+  size_t out_cap;
+} hmt_comp_t;
+
+static hmt_comp_t comps[HMT_NCOMP];
+
+int _hpcmem_codec_available(int codec) {
+  switch (codec) {
+    case HMT_CODEC_NONE: return 1;
+#ifdef HAVE_ZSTD
+    case HMT_CODEC_ZSTD: return 1;
+#endif
+#ifdef HAVE_ZLIB
+    case HMT_CODEC_ZLIB: return 1;
+#endif
+    default: return 0;
+  }
+}
+
+size_t _hpcmem_compress_bound(int codec, size_t len) {
+#ifdef HAVE_ZSTD
+  if (codec == HMT_CODEC_ZSTD) return ZSTD_compressBound(len);
+#endif
+#ifdef HAVE_ZLIB
+  if (codec == HMT_CODEC_ZLIB) return compressBound((uLong)len);
+#endif
+  return len;
+}
+
+static int ensure_out(hmt_comp_t *c, size_t need) {
+  if (c->out_cap >= need) return 0;
+  _hpcmem_trace_free(c->out);
+  c->out = _hpcmem_trace_alloc(need);
+  c->out_cap = c->out ? need : 0;
+  return c->out ? 0 : -ENOMEM;
+}
+
+static size_t run_codec(hmt_comp_t *c, int codec, const void *src, size_t len) {
+#ifdef HAVE_ZSTD
+  if (codec == HMT_CODEC_ZSTD) {
+    if (!c->zstd) {
+      ZSTD_customMem mem = {zstd_alloc, zstd_free, NULL};
+      if (!(c->zstd = ZSTD_createCCtx_advanced(mem))) return 0;
+    }
+    size_t n = ZSTD_compressCCtx(c->zstd, c->out, c->out_cap, src, len, HMT_ZSTD_LEVEL);
+    return ZSTD_isError(n) ? 0 : n;
+  }
+#endif
+#ifdef HAVE_ZLIB
+  if (codec == HMT_CODEC_ZLIB) {
+    z_stream *zs = c->zlib;
+    if (!zs) {
+      if (!(zs = _hpcmem_trace_alloc(sizeof *zs))) return 0;
+      memset(zs, 0, sizeof *zs);
+      zs->zalloc = zlib_alloc; zs->zfree = zlib_free;
+      if (deflateInit(zs, HMT_ZLIB_LEVEL) != Z_OK) { _hpcmem_trace_free(zs); return 0; }
+      c->zlib = zs;
+    } else if (deflateReset(zs) != Z_OK) {
+      return 0;
+    }
+    zs->next_in = (Bytef *)src; zs->avail_in = (uInt)len;
+    zs->next_out = c->out; zs->avail_out = (uInt)c->out_cap;
+    if (deflate(zs, Z_FINISH) != Z_STREAM_END) return 0;
+    return (size_t)zs->total_out;
+  }
+#endif
+  (void)c; (void)codec; (void)src; (void)len;
+  return 0;
+}
+
+/* Compress src with a free shared compressor; the result stays in that
+ * compressor's buffer, so the caller writes it and then releases with
+ * _hpcmem_compress_done.  Returns the compressor (and *out, *out_len) or
+ * NULL: codec unavailable, none free and may_wait == 0, failure, or no gain. */
+void *_hpcmem_compress_begin(int codec, const void *src, size_t len, int may_wait,
+                             const void **out, size_t *out_len) {
+  if (codec == HMT_CODEC_NONE || !_hpcmem_codec_available(codec) || len == 0) return NULL;
+  int tid = _hpcmem_trace_tid();
+  hmt_comp_t *c = NULL;
+  for (int i = 0; i < HMT_NCOMP && !c; i++)
+    if (_hpcmem_tlock_try(&comps[i].lock, tid)) c = &comps[i];
+  if (!c) {
+    if (!may_wait) return NULL;
+    c = &comps[(unsigned)tid % HMT_NCOMP];
+    _hpcmem_tlock(&c->lock, tid);
+  }
+  size_t n = 0;
+  if (ensure_out(c, _hpcmem_compress_bound(codec, len)) == 0) n = run_codec(c, codec, src, len);
+  if (n == 0 || n >= len) { _hpcmem_tlock_release(&c->lock); return NULL; }
+  *out = c->out; *out_len = n;
+  return c;
+}
+
+void _hpcmem_compress_done(void *comp) {
+  if (comp) _hpcmem_tlock_release(&((hmt_comp_t *)comp)->lock);
+}
+
+size_t _hpcmem_trace_alloc_bytes(void) { return __atomic_load_n(&alloc_bytes, __ATOMIC_RELAXED); }
+
+/* Free every compressor (tests; no compression may be running). */
+void _hpcmem_compress_reset(void) {
+  for (int i = 0; i < HMT_NCOMP; i++) {
+    hmt_comp_t *c = &comps[i];
+#ifdef HAVE_ZSTD
+    if (c->zstd) ZSTD_freeCCtx(c->zstd);
+#endif
+#ifdef HAVE_ZLIB
+    if (c->zlib) { deflateEnd(c->zlib); _hpcmem_trace_free(c->zlib); }
+#endif
+    _hpcmem_trace_free(c->out);
+    memset(c, 0, sizeof *c);
+  }
+}
+
+/* In a child of fork: threads that held a compressor are gone.  Each use
+ * starts the codec afresh, so the contexts themselves are fine. */
+void _hpcmem_compress_after_fork_child(void) {
+  for (int i = 0; i < HMT_NCOMP; i++) comps[i].lock.owner = 0;
+}

@@ -1,0 +1,243 @@
+/* Call stacks: capture and interning.
+ *
+ * Capture has three methods (HPCMEM_TRACE_UNWIND): libunwind's
+ * unw_backtrace (DWARF unwind tables, cached per thread), glibc's
+ * backtrace() (libgcc's unwinder), and a frame-pointer walk, which is the
+ * fastest but only sees the whole stack when every caller keeps frame
+ * pointers (-fno-omit-frame-pointer).  The measured costs are in
+ * docs/trace-format.md.
+ *
+ * Interning: each distinct stack gets an id the first time it is seen;
+ * events then carry the id only.  The table is open addressing with
+ * lock-free lookups (the common case: a stack seen before) and a lock for
+ * insertions; growing it publishes a new table and keeps the old one (a
+ * reader may still be in it), so at most twice the final size is held.
+ * Frames live in an append-only arena of 1 MiB chunks. */
+#include "config.h"
+#include "trace/trace.h"
+#include "prim/prim.h"
+#include <errno.h>
+#include <link.h>
+#include <string.h>
+#ifdef HAVE_LIBUNWIND
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+#endif
+#include <execinfo.h>
+
+#define HMT_CAPTURE_EXTRA 16          /* frames above the caller we may see */
+#define HMT_CHUNK_FRAMES (128 * 1024)  /* 1 MiB of frames per arena chunk */
+#define HMT_MAX_CHUNKS 4096            /* 4 GiB of frames at most */
+#define HMT_MAX_STACKS (1u << 24)      /* beyond this, stacks are not interned */
+
+typedef struct {
+  volatile uint64_t hash;  /* 0: empty; published last */
+  uint64_t id;
+  const uint64_t *frames;
+  uint32_t depth;
+} hmt_slot_t;
+
+typedef struct {
+  size_t mask;
+  hmt_slot_t slots[];
+} hmt_table_t;
+
+static int method = -1;
+static uintptr_t self_lo, self_hi;  /* our own code when we are a shared object */
+static hmt_table_t *volatile table;
+static hmt_tlock_t table_lock;
+static uint64_t *chunks[HMT_MAX_CHUNKS];
+static size_t nchunks, chunk_used;
+static volatile uint64_t next_id = 1, nstacks;
+static size_t table_bytes;
+static hmt_table_t *old_tables[64];  /* superseded, kept for lookups in flight */
+static int nold;
+
+/* ---- capture ------------------------------------------------------- */
+
+static int find_self(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)size;
+  uintptr_t me = (uintptr_t)data;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD) continue;
+    uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+    if (me >= lo && me < hi) {
+      /* the main program: our frames are mixed with the application's */
+      if (!info->dlpi_name || !info->dlpi_name[0]) return 1;
+      self_lo = (uintptr_t)-1; self_hi = 0;
+      for (int j = 0; j < info->dlpi_phnum; j++) {
+        const ElfW(Phdr) *q = &info->dlpi_phdr[j];
+        if (q->p_type != PT_LOAD || !(q->p_flags & PF_X)) continue;
+        uintptr_t a = info->dlpi_addr + q->p_vaddr;
+        if (a < self_lo) self_lo = a;
+        if (a + q->p_memsz > self_hi) self_hi = a + q->p_memsz;
+      }
+      return 1;
+    }
+  }
+  return 0;
+}
+
+void _hpcmem_stack_init(int m) {
+  method = m;
+#ifndef HAVE_LIBUNWIND
+  if (method == HMT_UNWIND_LIBUNWIND) method = HMT_UNWIND_BACKTRACE;
+#else
+  unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+#endif
+  self_lo = self_hi = 0;
+  dl_iterate_phdr(find_self, (void *)(uintptr_t)&_hpcmem_stack_capture);
+}
+
+const char *_hpcmem_stack_method_name(int m) {
+  switch (m) {
+    case HMT_UNWIND_LIBUNWIND: return "libunwind";
+    case HMT_UNWIND_BACKTRACE: return "backtrace";
+    case HMT_UNWIND_FRAMEPOINTER: return "frame";
+    default: return "?";
+  }
+}
+
+/* Follow the saved frame-pointer chain.  A link is accepted only when it
+ * points further up the stack by less than 1 MiB and is aligned, so a
+ * frame without a frame pointer ends the walk instead of faulting in the
+ * common case (its rbp holds data, rarely a nearby higher stack address). */
+__attribute__((noinline)) static uint32_t fp_walk(uint64_t *out, uint32_t max) {
+  uintptr_t *fp = __builtin_frame_address(0);
+  uint32_t n = 0;
+  while (n < max) {
+    uintptr_t ret = fp[1];
+    if (ret < 4096) break;
+    out[n++] = ret;
+    uintptr_t *next = (uintptr_t *)fp[0];
+    if (next <= fp || (uintptr_t)next - (uintptr_t)fp > (1u << 20) || ((uintptr_t)next & 7)) break;
+    fp = next;
+  }
+  return n;
+}
+
+uint32_t _hpcmem_stack_capture(uint64_t *frames, uint32_t max, const void *from) {
+  int want = (int)(max + HMT_CAPTURE_EXTRA), n = 0;
+  switch (method) {
+#ifdef HAVE_LIBUNWIND
+    case HMT_UNWIND_LIBUNWIND: n = unw_backtrace((void **)frames, want); break;
+#endif
+    case HMT_UNWIND_FRAMEPOINTER: n = (int)fp_walk(frames, (uint32_t)want); break;
+    default: n = backtrace((void **)frames, want); break;
+  }
+  if (n <= 0) return 0;
+  /* drop the recorder's own frames: everything above the return address
+   * into the hook's caller, then the library's entry points if we are a
+   * shared object (the report strips the rest by name) */
+  int start = 0;
+  for (int i = 0; i < n && i < HMT_CAPTURE_EXTRA; i++)
+    if (frames[i] == (uint64_t)(uintptr_t)from) { start = i; break; }
+  while (start < n && frames[start] >= self_lo && frames[start] < self_hi) start++;
+  n -= start;
+  if (n > (int)max) n = (int)max;
+  if (start) memmove(frames, frames + start, (size_t)n * sizeof *frames);
+  return (uint32_t)n;
+}
+
+/* ---- interning ----------------------------------------------------- */
+
+static uint64_t hash_frames(const uint64_t *f, uint32_t depth) {
+  uint64_t h = 0x9e3779b97f4a7c15ULL ^ depth;
+  for (uint32_t i = 0; i < depth; i++) {
+    h ^= f[i];
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 32;
+  }
+  h ^= h >> 29;
+  return h | 1;  /* never 0: 0 marks an empty slot */
+}
+
+static uint64_t lookup(hmt_table_t *t, uint64_t h, const uint64_t *f, uint32_t depth) {
+  if (!t) return 0;
+  for (size_t i = h & t->mask;; i = (i + 1) & t->mask) {
+    hmt_slot_t *s = &t->slots[i];
+    uint64_t sh = __atomic_load_n(&s->hash, __ATOMIC_ACQUIRE);
+    if (sh == 0) return 0;
+    if (sh == h && s->depth == depth && memcmp(s->frames, f, depth * sizeof *f) == 0) return s->id;
+  }
+}
+
+static void put(hmt_table_t *t, uint64_t h, uint64_t id, const uint64_t *frames, uint32_t depth) {
+  size_t i = h & t->mask;
+  while (t->slots[i].hash) i = (i + 1) & t->mask;
+  hmt_slot_t *s = &t->slots[i];
+  s->id = id; s->frames = frames; s->depth = depth;
+  __atomic_store_n(&s->hash, h, __ATOMIC_RELEASE);
+}
+
+static hmt_table_t *grow(hmt_table_t *old) {
+  size_t cap = old ? (old->mask + 1) * 2 : 4096;
+  size_t bytes = sizeof(hmt_table_t) + cap * sizeof(hmt_slot_t);
+  hmt_table_t *t = _hpcmem_trace_alloc(bytes);
+  if (!t) return NULL;
+  table_bytes += bytes;
+  t->mask = cap - 1;
+  if (old)
+    for (size_t i = 0; i <= old->mask; i++)
+      if (old->slots[i].hash) put(t, old->slots[i].hash, old->slots[i].id, old->slots[i].frames, old->slots[i].depth);
+  return t;
+}
+
+static uint64_t *arena_copy(const uint64_t *f, uint32_t depth) {
+  if (nchunks == 0 || chunk_used + depth > HMT_CHUNK_FRAMES) {
+    if (nchunks == HMT_MAX_CHUNKS) return NULL;
+    uint64_t *c = _hpcmem_trace_alloc(HMT_CHUNK_FRAMES * sizeof *c);
+    if (!c) return NULL;
+    chunks[nchunks++] = c;
+    chunk_used = 0;
+  }
+  uint64_t *dst = chunks[nchunks - 1] + chunk_used;
+  memcpy(dst, f, depth * sizeof *f);
+  chunk_used += depth;
+  return dst;
+}
+
+uint64_t _hpcmem_stack_intern(const uint64_t *frames, uint32_t depth, int *is_new) {
+  uint64_t h = hash_frames(frames, depth);
+  uint64_t id = lookup(__atomic_load_n(&table, __ATOMIC_ACQUIRE), h, frames, depth);
+  *is_new = 0;
+  if (id) return id;
+  int tid = _hpcmem_trace_tid();
+  _hpcmem_tlock(&table_lock, tid);
+  hmt_table_t *t = table;
+  if ((id = lookup(t, h, frames, depth)) != 0) { _hpcmem_tlock_release(&table_lock); return id; }
+  id = __atomic_fetch_add(&next_id, 1, __ATOMIC_RELAXED);
+  *is_new = 1;
+  if (nstacks < HMT_MAX_STACKS) {
+    if (!t || nstacks + 1 > (t->mask + 1) / 2) {
+      hmt_table_t *g = grow(t);
+      if (g) {
+        if (t && nold < 64) old_tables[nold++] = t;
+        __atomic_store_n(&table, t = g, __ATOMIC_RELEASE);
+      }
+    }
+    const uint64_t *copy = t && nstacks + 1 <= (t->mask + 1) * 3 / 4 ? arena_copy(frames, depth) : NULL;
+    if (copy) { put(t, h, id, copy, depth); nstacks++; }
+  }
+  _hpcmem_tlock_release(&table_lock);
+  return id;
+}
+
+uint64_t _hpcmem_stack_count(void) { return __atomic_load_n(&next_id, __ATOMIC_RELAXED) - 1; }
+
+size_t _hpcmem_stack_memory(void) { return table_bytes + nchunks * HMT_CHUNK_FRAMES * sizeof(uint64_t); }
+
+/* Forget every stack (tests; nobody may be recording).  Old tables are
+ * released too: nobody can be inside a lookup now. */
+void _hpcmem_stack_reset(void) {
+  for (size_t i = 0; i < nchunks; i++) _hpcmem_trace_free(chunks[i]);
+  nchunks = chunk_used = 0;
+  for (int i = 0; i < nold; i++) _hpcmem_trace_free(old_tables[i]);
+  nold = 0;
+  if (table) _hpcmem_trace_free(table);
+  table = NULL;
+  table_bytes = 0;
+  next_id = 1; nstacks = 0;
+  table_lock.owner = 0;
+}

@@ -1,0 +1,134 @@
+/* The allocation event recorder (WMTrace).  The core calls these hooks; the
+ * recorder writes one trace file per rank in the format of
+ * include/hpcmem_trace_format.h.  Nothing here calls malloc: buffers,
+ * compressor workspaces and the stack table live in prim/ memory.
+ *
+ *   trace.c     state, per-thread buffers, the event hook, flushing
+ *   stack.c     call-stack capture (libunwind / glibc backtrace / frame
+ *               pointers) and the stack intern table
+ *   tfile.c     the trace file: creation, header, block writes, modules
+ *   compress.c  zstd / zlib over prim memory
+ *   signal.c    flush on fatal signals, chaining to the previous handlers */
+#ifndef HPCMEM_TRACE_TRACE_H
+#define HPCMEM_TRACE_TRACE_H
+#include <stddef.h>
+#include <stdint.h>
+#include "hpcmem_trace_format.h"
+
+/* ---- the interface with the core ---------------------------------- */
+
+/* Set once at start-up from HPCMEM_TRACE (by _hpcmem_trace_init). */
+extern int _hpcmem_trace_enabled;
+
+/* Read the options and get ready (the file is created at the first flush).
+ * Called by the core once the allocator works; uses only prim/ memory.
+ * Calling it again does nothing. */
+void _hpcmem_trace_init(void);
+
+/* Record one event of the calling thread.  kind: HPCMEM_EV_*, optionally
+ * | HPCMEM_EV_SYS for allocations libhpcmem makes for itself.  Called after
+ * the operation succeeded -- except free, which the core should report
+ * before the block can be reused by another thread (so a re-allocation of
+ * the same address is always stamped later).  Never calls malloc. */
+void _hpcmem_trace_event(int kind, const void *ptr, size_t size, const void *old_ptr, size_t align);
+
+/* Write every thread's buffer and a FLUSH marker (reason: HMT_FLUSH_*,
+ * HMT_FLUSH_SIGNAL + signo).  Safe in a signal handler.  After EXIT or a
+ * signal the recorder writes events through at once (nothing buffered). */
+void _hpcmem_trace_flush_all(int reason);
+
+/* Flush the calling thread's buffer and give it back (thread-exit hook). */
+void _hpcmem_trace_thread_exit(void);
+
+/* The MPI layer's rank, size and clock offset (add to a local time stamp to
+ * get rank 0's clock) at MPI_Init.  Renames the file if the launcher's
+ * guess was different and rewrites the header; re-installs the signal
+ * handlers (MPI libraries install their own at MPI_Init). */
+void _hpcmem_trace_set_rank(int rank, int size, int64_t clock_offset_ns);
+
+/* Bracket work libhpcmem does for itself (topology, report): allocations
+ * made in between are marked S.  Nest freely. */
+void _hpcmem_trace_lib_enter(void);
+void _hpcmem_trace_lib_leave(void);
+
+/* ---- for tests and tools ------------------------------------------ */
+
+/* Counters of the recorder (HMT_FLUSH_FIELDS order). */
+typedef struct {
+#define HMT_TRACE_STAT_(name, help) uint64_t name;
+  HMT_FLUSH_FIELDS(HMT_TRACE_STAT_)
+#undef HMT_TRACE_STAT_
+} hpcmem_trace_stats_t;
+void _hpcmem_trace_get_stats(hpcmem_trace_stats_t *out);
+
+/* Path of the trace file (empty until it is created). */
+const char *_hpcmem_trace_path(void);
+
+/* Stop recording, flush, close the file and forget all state so that a
+ * test can start another trace in the same process (not thread-safe:
+ * no other thread may be recording). */
+void _hpcmem_trace_shutdown(void);
+
+/* ---- between the recorder's files --------------------------------- */
+
+typedef struct hmt_tlock { volatile int owner; } hmt_tlock_t;  /* 0 free, else tid */
+int _hpcmem_tlock_try(hmt_tlock_t *l, int tid);
+void _hpcmem_tlock(hmt_tlock_t *l, int tid);
+void _hpcmem_tlock_release(hmt_tlock_t *l);
+int _hpcmem_trace_tid(void);
+
+/* stack.c */
+enum { HMT_UNWIND_LIBUNWIND, HMT_UNWIND_BACKTRACE, HMT_UNWIND_FRAMEPOINTER };
+void _hpcmem_stack_init(int method);
+/* Capture up to max return addresses of the caller of `from` (the frames
+ * above it are dropped).  Returns the depth. */
+uint32_t _hpcmem_stack_capture(uint64_t *frames, uint32_t max, const void *from);
+/* Intern a stack: its id (1, 2, ...); *is_new when this call defined it.
+ * When the table is full the stack still gets a fresh id (not shared). */
+uint64_t _hpcmem_stack_intern(const uint64_t *frames, uint32_t depth, int *is_new);
+uint64_t _hpcmem_stack_count(void);
+size_t _hpcmem_stack_memory(void);
+void _hpcmem_stack_reset(void);
+const char *_hpcmem_stack_method_name(int method);
+
+/* compress.c: compress src with a free shared compressor.  The result
+ * stays in that compressor's buffer: write it, then _hpcmem_compress_done.
+ * Returns NULL (nothing held) when the codec is unavailable, none is free
+ * and may_wait == 0 (signal handler), it failed, or it did not shrink. */
+void *_hpcmem_compress_begin(int codec, const void *src, size_t len, int may_wait,
+                             const void **out, size_t *out_len);
+void _hpcmem_compress_done(void *comp);
+size_t _hpcmem_compress_bound(int codec, size_t len);
+int _hpcmem_codec_available(int codec);
+void _hpcmem_compress_reset(void);
+void _hpcmem_compress_after_fork_child(void);
+/* page-granular allocations for the codecs and the recorder (prim memory) */
+void *_hpcmem_trace_alloc(size_t size);
+void _hpcmem_trace_free(void *p);
+size_t _hpcmem_trace_alloc_bytes(void);
+
+/* tfile.c */
+typedef struct {
+  int rank, size;
+  int64_t clock_offset_ns;
+  int rank_from_mpi;
+} hmt_file_identity_t;
+/* Write one block (header + payload, stored_len bytes) at the end of the
+ * file, creating it first if needed.  may_wait = 0: give up when another
+ * thread holds the file (signal handler).  0 or -errno. */
+int _hpcmem_tfile_write_block(hmt_block_t *b, const void *payload, int may_wait);
+void _hpcmem_tfile_set_identity(const hmt_file_identity_t *id);
+void _hpcmem_tfile_configure(const hmt_header_t *h, const char *dir);
+/* Re-scan the loaded objects if dlopen/dlclose happened since the last
+ * scan and write a MODULES block (from the event path: cheap when nothing
+ * changed). */
+void _hpcmem_tfile_check_modules(int may_wait);
+const char *_hpcmem_tfile_path(void);
+void _hpcmem_tfile_close(void);
+void _hpcmem_tfile_after_fork_child(void);
+
+/* signal.c */
+void _hpcmem_trace_signals_install(void);
+void _hpcmem_trace_signals_uninstall(void);
+
+#endif

@@ -1,0 +1,546 @@
+// Unit tests of the recorder (src/trace/) read back through the reader
+// (tools/hmt_reader.c): events recorded through _hpcmem_trace_event come back
+// exactly -- kinds, addresses, sizes, alignment, S/A marks, threads, call
+// stacks -- for every codec, block size and thread interleaving; files are
+// created safely; set_rank renames; flush_all while threads record loses
+// nothing and duplicates nothing.
+#include <gtest/gtest.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <atomic>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+extern "C" {
+#include "trace/trace.h"
+#include "util/job.h"
+#include "util/options.h"
+#include "hmt_reader.h"
+}
+
+namespace {
+
+// Events recorded by the tests use addresses in [FAKE, 2 * FAKE), far from
+// anything mmap hands out; once the core reports the test program's own
+// allocations too, read_back keeps only these.
+constexpr uint64_t FAKE = 0x100000000000ull;
+bool fake(uint64_t p) { return p >= FAKE && p < 2 * FAKE; }
+void *fp(uint64_t off) { return (void *)(uintptr_t)(FAKE + off); }
+
+struct Expected {
+  unsigned type, sys;
+  uint64_t ptr, old_ptr, size, align;
+  int site;  // which call site recorded it (-1: none)
+};
+
+std::string make_tmpdir() {
+  char tmpl[] = "/tmp/hpcmem-trace-test-XXXXXX";
+  const char *d = mkdtemp(tmpl);
+  EXPECT_NE(d, nullptr);
+  return d ? d : "/tmp";
+}
+
+void rm_rf(const std::string &dir) {
+  std::string cmd = "rm -rf '" + dir + "'";
+  if (system(cmd.c_str()) != 0) perror("rm");
+}
+
+std::vector<std::string> files_in(const std::string &dir) {
+  std::vector<std::string> out;
+  DIR *d = opendir(dir.c_str());
+  if (!d) return out;
+  while (dirent *e = readdir(d))
+    if (e->d_name[0] != '.') out.push_back(e->d_name);
+  closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Start a trace with these settings (plus HPCMEM_TRACE=1 and the dir).
+void start_trace(const std::string &dir, std::vector<std::string> vars) {
+  _hpcmem_options_init();  // so that init does not re-read the real environment
+  vars.push_back("HPCMEM_TRACE=1");
+  vars.push_back("HPCMEM_TRACE_DIR=" + dir);
+  std::vector<char *> env;
+  for (auto &v : vars) env.push_back(&v[0]);
+  env.push_back(nullptr);
+  _hpcmem_options_load(env.data());
+  _hpcmem_trace_init();
+  ASSERT_EQ(_hpcmem_trace_enabled, 1);
+}
+
+// Call sites at known places: each records its event and remembers the
+// return address into its caller, which must be frame 1 of the stack
+// (frame 0 is the site itself, the caller of the hook).
+std::atomic<uint64_t> site_caller[4];
+
+#define SITE(n)                                                                               \
+  __attribute__((noinline)) void site##n(int kind, uint64_t p, uint64_t size, uint64_t old, \
+                                         uint64_t align) {                                  \
+    site_caller[n] = (uint64_t)(uintptr_t)__builtin_return_address(0);                      \
+    _hpcmem_trace_event(kind, (void *)(uintptr_t)p, size, (void *)(uintptr_t)old, align);   \
+    asm volatile("" ::: "memory"); /* not a tail call */                                    \
+  }
+SITE(0)
+SITE(1)
+SITE(2)
+SITE(3)
+typedef void (*site_fn)(int, uint64_t, uint64_t, uint64_t, uint64_t);
+const site_fn sites[] = {site0, site1, site2, site3};
+
+// A deterministic mixed sequence of n events over the four sites.
+std::vector<Expected> record_sequence(int n, uint64_t base, unsigned seed) {
+  std::vector<Expected> ev;
+  std::vector<uint64_t> live;
+  uint64_t next = base;
+  unsigned x = seed;
+  auto rnd = [&x]() { x = x * 1103515245u + 12345u; return x >> 8; };
+  for (int i = 0; i < n; i++) {
+    unsigned r = rnd() % 10;
+    int s = (int)(rnd() % 4);
+    Expected e{};
+    e.site = s;
+    if (r < 4 || live.empty()) {
+      e.type = r == 1 ? HPCMEM_EV_CALLOC : r == 2 ? HPCMEM_EV_MEMALIGN : HPCMEM_EV_MALLOC;
+      e.ptr = next; next += 4096 + (rnd() % 4096) * 16;
+      e.size = 1 + rnd() % 100000;
+      e.align = e.type == HPCMEM_EV_MEMALIGN ? (64u << (rnd() % 4)) : 0;
+      live.push_back(e.ptr);
+    } else if (r < 6) {
+      size_t k = rnd() % live.size();
+      e.type = HPCMEM_EV_REALLOC;
+      e.old_ptr = live[k];
+      e.ptr = (rnd() % 2) ? live[k] : (next += 8192);
+      e.size = 1 + rnd() % 200000;
+      live[k] = e.ptr;
+    } else {
+      size_t k = rnd() % live.size();
+      e.type = HPCMEM_EV_FREE;
+      e.ptr = live[k];
+      live.erase(live.begin() + (long)k);
+      e.site = -1;
+    }
+    sites[s](e.type, e.ptr, e.size, e.old_ptr, e.align);
+    ev.push_back(e);
+  }
+  return ev;
+}
+
+struct ReadBack {
+  std::vector<hmt_event_t> events;
+  hmt_header_t header;
+  hmt_info_t info;
+  std::map<uint64_t, std::vector<uint64_t>> stacks;
+  std::vector<hmt_module_t> modules;
+  std::vector<std::string> module_paths;
+  int rc = 0;
+  std::string error;
+};
+
+ReadBack read_back(const std::string &path, int flags = 0) {
+  ReadBack rb;
+  hmt_reader_t *r;
+  hmt_error_t err;
+  rb.rc = hmt_open(path.c_str(), flags, &r, &err);
+  if (rb.rc) { rb.error = err.message; return rb; }
+  hmt_event_t ev;
+  int k;
+  std::set<uint64_t> used;
+  while ((k = hmt_next(r, &ev)) == 1)
+    if (fake(ev.ptr) || fake(ev.old_ptr)) { rb.events.push_back(ev); used.insert(ev.stack); }
+  if (k < 0) { rb.rc = k; rb.error = hmt_error(r)->message; }
+  rb.header = *hmt_header(r);
+  rb.info = *hmt_info(r);
+  for (size_t i = 0; i < hmt_stack_count(r); i++) {
+    uint64_t id = hmt_stack_id(r, i);
+    const uint64_t *f;
+    uint32_t d;
+    if (used.count(id) && hmt_stack(r, id, &f, &d) == 0) rb.stacks[id] = std::vector<uint64_t>(f, f + d);
+  }
+  const hmt_module_t *m;
+  size_t n = hmt_modules(r, &m);
+  for (size_t i = 0; i < n; i++) { rb.modules.push_back(m[i]); rb.module_paths.push_back(m[i].path); }
+  for (auto &mod : rb.modules) mod.path = nullptr;  // owned by the reader
+  hmt_close(r);
+  return rb;
+}
+
+std::string only_file(const std::string &dir) {
+  auto f = files_in(dir);
+  EXPECT_EQ(f.size(), 1u);
+  return f.empty() ? "" : dir + "/" + f[0];
+}
+
+void expect_same(const std::vector<Expected> &want, const std::vector<hmt_event_t> &got) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); i++) {
+    SCOPED_TRACE("event " + std::to_string(i));
+    EXPECT_EQ(got[i].type, want[i].type);
+    EXPECT_EQ(got[i].ptr, want[i].ptr);
+    if (want[i].type != HPCMEM_EV_FREE) { EXPECT_EQ(got[i].size, want[i].size); }
+    if (want[i].type == HPCMEM_EV_REALLOC) { EXPECT_EQ(got[i].old_ptr, want[i].old_ptr); }
+    if (want[i].type == HPCMEM_EV_MEMALIGN) { EXPECT_EQ(got[i].align, want[i].align); }
+    EXPECT_EQ(got[i].sys, want[i].sys);
+    if (i) { EXPECT_GE(got[i].time, got[i - 1].time); }
+  }
+}
+
+class TraceCodec : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(TraceCodec, round_trip_is_exact) {
+  std::string dir = make_tmpdir();
+  start_trace(dir, {std::string("HPCMEM_TRACE_COMPRESS=") + GetParam(), "HPCMEM_TRACE_BUFFER=64K"});
+  auto want = record_sequence(20000, FAKE + 0x1000, 7);
+  _hpcmem_trace_shutdown();
+  ReadBack rb = read_back(only_file(dir));
+  ASSERT_EQ(rb.rc, 0) << rb.error;
+  expect_same(want, rb.events);
+  EXPECT_GT(rb.info.event_blocks, 2u) << "a 64K buffer must have been written several times";
+  EXPECT_FALSE(rb.info.truncated);
+  ASSERT_TRUE(rb.info.flush.present);
+  EXPECT_EQ(rb.info.flush.reason, (uint64_t)HMT_FLUSH_EXPLICIT);
+  EXPECT_GE(rb.info.flush.events, want.size());
+  EXPECT_EQ(rb.info.flush.dropped, 0u);
+  // one stack per call site, and the stack of each event is its site's
+  std::map<int, uint64_t> site_stack;
+  for (size_t i = 0; i < want.size(); i++) {
+    if (want[i].site < 0) { EXPECT_EQ(rb.events[i].stack, 0u); continue; }
+    auto it = site_stack.find(want[i].site);
+    if (it == site_stack.end()) site_stack[want[i].site] = rb.events[i].stack;
+    else EXPECT_EQ(rb.events[i].stack, it->second) << "event " << i;
+  }
+  EXPECT_EQ(site_stack.size(), 4u);
+  EXPECT_EQ(rb.stacks.size(), 4u);
+  for (auto &s : site_stack) {
+    ASSERT_TRUE(rb.stacks.count(s.second));
+    const auto &f = rb.stacks[s.second];
+    ASSERT_GE(f.size(), 2u);
+    uint64_t fn = (uint64_t)(uintptr_t)sites[s.first];
+    EXPECT_GT(f[0], fn) << "frame 0 is inside site" << s.first;
+    EXPECT_LT(f[0], fn + 512);
+    EXPECT_EQ(f[1], site_caller[s.first]) << "frame 1 is the return address into the site's caller";
+  }
+  // header
+  EXPECT_EQ(rb.header.version_major, HMT_VERSION_MAJOR);
+  EXPECT_EQ(rb.header.pid, (uint32_t)getpid());
+  EXPECT_EQ(rb.header.pointer_size, sizeof(void *));
+  EXPECT_EQ(rb.header.buffer_size, 64u * 1024);
+  EXPECT_STREQ(rb.header.hostname, _hpcmem_job.hostname);
+  rm_rf(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(trace_event, TraceCodec, ::testing::Values("zstd", "zlib", "none"));
+
+TEST(trace_event, modules_map_the_stacks_to_files) {
+  std::string dir = make_tmpdir();
+  start_trace(dir, {});
+  site0(HPCMEM_EV_MALLOC, FAKE + 0x1000, 10, 0, 0);
+  _hpcmem_trace_shutdown();
+  ReadBack rb = read_back(only_file(dir));
+  ASSERT_EQ(rb.rc, 0) << rb.error;
+  ASSERT_EQ(rb.events.size(), 1u);
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  ASSERT_GT(n, 0);
+  exe[n] = 0;
+  const auto &f = rb.stacks[rb.events[0].stack];
+  ASSERT_FALSE(f.empty());
+  bool found = false;
+  for (size_t i = 0; i < rb.modules.size(); i++)
+    if (f[0] >= rb.modules[i].lo && f[0] < rb.modules[i].hi) {
+      EXPECT_EQ(rb.module_paths[i], exe);
+      EXPECT_GT(rb.modules[i].build_id_len, 0u);
+      found = true;
+      break;
+    }
+  EXPECT_TRUE(found) << "frame 0 lies in no recorded module";
+  rm_rf(dir);
+}
+
+TEST(trace_event, depth_limits_the_stack) {
+  std::string dir = make_tmpdir();
+  start_trace(dir, {"HPCMEM_TRACE_DEPTH=2"});
+  site1(HPCMEM_EV_MALLOC, FAKE + 0x1000, 10, 0, 0);
+  _hpcmem_trace_shutdown();
+  ReadBack rb = read_back(only_file(dir));
+  ASSERT_EQ(rb.rc, 0) << rb.error;
+  ASSERT_EQ(rb.events.size(), 1u);
+  EXPECT_EQ(rb.stacks[rb.events[0].stack].size(), 2u);
+  EXPECT_EQ(rb.stacks[rb.events[0].stack][1], site_caller[1]);
+  rm_rf(dir);
+
+  dir = make_tmpdir();
+  start_trace(dir, {"HPCMEM_TRACE_DEPTH=0"});
+  site1(HPCMEM_EV_MALLOC, FAKE + 0x1000, 10, 0, 0);
+  _hpcmem_trace_shutdown();
+  rb = read_back(only_file(dir));
+  ASSERT_EQ(rb.events.size(), 1u);
+  EXPECT_EQ(rb.events[0].stack, 0u);
+  EXPECT_TRUE(rb.stacks.empty());
+  rm_rf(dir);
+}
+
+TEST(trace_event, marks_libhpcmem_allocations_as_S) {
+  std::string dir = make_tmpdir();
+  start_trace(dir, {});
+  _hpcmem_trace_event(HPCMEM_EV_MALLOC, fp(0x1000), 16, nullptr, 0);
+  _hpcmem_trace_event(HPCMEM_EV_MALLOC | HPCMEM_EV_SYS, fp(0x2000), 32, nullptr, 0);
+  _hpcmem_trace_lib_enter();
+  _hpcmem_trace_event(HPCMEM_EV_CALLOC, fp(0x3000), 48, nullptr, 0);
+  _hpcmem_trace_event(HPCMEM_EV_FREE, fp(0x3000), 0, nullptr, 0);
+  _hpcmem_trace_lib_leave();
+  _hpcmem_trace_event(HPCMEM_EV_FREE, fp(0x1000), 0, nullptr, 0);
+  _hpcmem_trace_event(99, fp(0x1000), 0, nullptr, 0);  // not a kind: ignored
+  _hpcmem_trace_shutdown();
+  ReadBack rb = read_back(only_file(dir));
+  ASSERT_EQ(rb.rc, 0) << rb.error;
+  ASSERT_EQ(rb.events.size(), 5u);
+  unsigned want_sys[] = {0, 1, 1, 1, 0};
+  for (int i = 0; i < 5; i++) EXPECT_EQ(rb.events[i].sys, want_sys[i]) << i;
+  rm_rf(dir);
+}
+
+TEST(trace_event, realloc_to_zero_and_from_null) {
+  std::string dir = make_tmpdir();
+  start_trace(dir, {});
+  _hpcmem_trace_event(HPCMEM_EV_REALLOC, fp(0x5000), 100, nullptr, 0);        // realloc(NULL, 100)
+  _hpcmem_trace_event(HPCMEM_EV_REALLOC, fp(0x9000), 300, fp(0x5000), 0); // moved
+  _hpcmem_trace_event(HPCMEM_EV_REALLOC, nullptr, 0, fp(0x9000), 0);          // realloc(p, 0)
+  _hpcmem_trace_shutdown();
+  ReadBack rb = read_back(only_file(dir));
+  ASSERT_EQ(rb.rc, 0) << rb.error;
+  ASSERT_EQ(rb.events.size(), 3u);
+  EXPECT_EQ(rb.events[0].old_ptr, 0u);
+  EXPECT_EQ(rb.events[0].ptr, FAKE + 0x5000u);
+  EXPECT_EQ(rb.events[1].old_ptr, FAKE + 0x5000u);
+  EXPECT_EQ(rb.events[1].ptr, FAKE + 0x9000u);
+  EXPECT_EQ(rb.events[1].size, 300u);
+  EXPECT_EQ(rb.events[2].ptr, 0u);
+  EXPECT_EQ(rb.events[2].old_ptr, FAKE + 0x9000u);
+  EXPECT_EQ(rb.events[2].stack, 0u) << "a realloc that frees has no stack";
+  rm_rf(dir);
+}
+
+// Each thread records its own sequence; per thread the order is exact, and
+// the merged stream is in time order.
+TEST(trace_event, threads_keep_their_own_order) {
+  std::string dir = make_tmpdir();
+  start_trace(dir, {"HPCMEM_TRACE_BUFFER=64K"});
+  const int nt = 4, n = 5000;
+  std::vector<std::vector<Expected>> want(nt);
+  std::vector<int> tids(nt);
+  std::vector<std::thread> th;
+  for (int t = 0; t < nt; t++)
+    th.emplace_back([&, t] {
+      tids[t] = _hpcmem_trace_tid();
+      want[t] = record_sequence(n, FAKE + 0x10000000000ull * t, 100 + t);
+      _hpcmem_trace_thread_exit();
+    });
+  for (auto &x : th) x.join();
+  _hpcmem_trace_shutdown();
+  ReadBack rb = read_back(only_file(dir));
+  ASSERT_EQ(rb.rc, 0) << rb.error;
+  ASSERT_EQ(rb.events.size(), (size_t)nt * n);
+  std::map<uint32_t, std::vector<hmt_event_t>> by_tid;
+  for (size_t i = 0; i < rb.events.size(); i++) {
+    by_tid[rb.events[i].tid].push_back(rb.events[i]);
+    if (i) { EXPECT_GE(rb.events[i].time, rb.events[i - 1].time); }
+  }
+  EXPECT_GE(rb.info.threads, (uint64_t)nt);
+  for (int t = 0; t < nt; t++) {
+    SCOPED_TRACE("thread " + std::to_string(t));
+    expect_same(want[t], by_tid[(uint32_t)tids[t]]);
+  }
+  EXPECT_EQ(rb.stacks.size(), 4u) << "the four sites' stacks are shared by all threads";
+  rm_rf(dir);
+}
+
+// flush_all from another thread writes the committed part of a buffer while
+// its owner keeps appending: nothing lost, nothing twice, order kept.
+TEST(trace_flush_all, concurrent_with_recording_threads) {
+  std::string dir = make_tmpdir();
+  start_trace(dir, {"HPCMEM_TRACE_BUFFER=64K", "HPCMEM_TRACE_COMPRESS=zlib"});
+  const int nt = 2, n = 40000;
+  std::atomic<int> running{nt};
+  std::vector<int> tids(nt);
+  std::vector<std::thread> th;
+  for (int t = 0; t < nt; t++)
+    th.emplace_back([&, t] {
+      tids[t] = _hpcmem_trace_tid();
+      for (int i = 0; i < n; i++)
+        _hpcmem_trace_event(HPCMEM_EV_MALLOC, fp(0x10000000ull * (t + 1) + 16 * i), i + 1,
+                            nullptr, 0);
+      running--;
+    });
+  int flushes = 0;
+  while (running > 0) { _hpcmem_trace_flush_all(HMT_FLUSH_EXPLICIT); flushes++; }
+  for (auto &x : th) x.join();
+  _hpcmem_trace_shutdown();
+  ReadBack rb = read_back(only_file(dir));
+  ASSERT_EQ(rb.rc, 0) << rb.error;
+  EXPECT_GT(flushes, 1);
+  std::map<uint32_t, std::vector<hmt_event_t>> by_tid;
+  for (auto &e : rb.events) by_tid[e.tid].push_back(e);
+  for (int t = 0; t < nt; t++) {
+    auto &v = by_tid[(uint32_t)tids[t]];
+    ASSERT_EQ(v.size(), (size_t)n) << "thread " << t;
+    for (int i = 0; i < n; i++) {
+      ASSERT_EQ(v[i].ptr, FAKE + 0x10000000ull * (t + 1) + 16 * i) << "thread " << t << " event " << i;
+      ASSERT_EQ(v[i].size, (uint64_t)i + 1);
+    }
+  }
+  rm_rf(dir);
+}
+
+// A thread's buffer is written when it exits and reused by the next thread.
+TEST(trace_thread_exit, flushes_and_recycles_the_buffer) {
+  std::string dir = make_tmpdir();
+  start_trace(dir, {});
+  for (int round = 0; round < 5; round++) {
+    std::thread([round] {
+      for (int i = 0; i < 100; i++)
+        _hpcmem_trace_event(HPCMEM_EV_MALLOC, fp(0x1000 * (round * 100 + i + 1)), 8, nullptr, 0);
+      _hpcmem_trace_thread_exit();
+    }).join();
+  }
+  hpcmem_trace_stats_t st;
+  _hpcmem_trace_get_stats(&st);
+  EXPECT_LE(st.threads, 2u) << "exited threads' buffers are reused (the main thread may have one)";
+  EXPECT_GE(st.blocks, 5u) << "one block per exiting thread";
+  _hpcmem_trace_shutdown();
+  ReadBack rb = read_back(only_file(dir));
+  ASSERT_EQ(rb.rc, 0) << rb.error;
+  ASSERT_EQ(rb.events.size(), 500u);
+  for (int i = 0; i < 500; i++) EXPECT_EQ(rb.events[i].ptr, FAKE + 0x1000u * (i + 1));
+  rm_rf(dir);
+}
+
+// The recorder's memory does not grow with the number of events.
+TEST(trace_event, memory_is_bounded_by_the_buffer) {
+  std::string dir = make_tmpdir();
+  start_trace(dir, {"HPCMEM_TRACE_BUFFER=64K"});
+  auto run = [](int n, uint64_t base) {
+    for (int i = 0; i < n; i++) sites[i % 4](HPCMEM_EV_MALLOC, base + 64 * i, 64, 0, 0);
+  };
+  run(20000, FAKE + 0x10000000);
+  hpcmem_trace_stats_t a, b;
+  _hpcmem_trace_get_stats(&a);
+  run(200000, FAKE + 0x20000000);
+  _hpcmem_trace_get_stats(&b);
+  EXPECT_EQ(a.memory_bytes, b.memory_bytes);
+  EXPECT_LT(b.memory_bytes, 8u << 20) << "buffer, one compressor and a small stack table";
+  EXPECT_GT(b.blocks, a.blocks);
+  _hpcmem_trace_shutdown();
+  rm_rf(dir);
+}
+
+TEST(trace_init, does_nothing_without_HPCMEM_TRACE) {
+  _hpcmem_options_init();
+  char *env[] = {nullptr};
+  _hpcmem_options_load(env);
+  _hpcmem_trace_init();
+  EXPECT_EQ(_hpcmem_trace_enabled, 0);
+  _hpcmem_trace_event(HPCMEM_EV_MALLOC, fp(0x1000), 1, nullptr, 0);  // ignored, no crash
+  _hpcmem_trace_flush_all(HMT_FLUSH_EXIT);
+}
+
+TEST(trace_file, is_created_only_when_something_is_written) {
+  std::string dir = make_tmpdir() + "/sub/dir";
+  start_trace(dir, {});
+  EXPECT_STREQ(_hpcmem_trace_path(), "");
+  _hpcmem_trace_event(HPCMEM_EV_MALLOC, fp(0x1000), 1, nullptr, 0);
+  _hpcmem_trace_flush_all(HMT_FLUSH_EXPLICIT);
+  EXPECT_EQ(std::string(_hpcmem_trace_path()), dir + "/rank-0.hmt") << "nested directories are made";
+  _hpcmem_trace_shutdown();
+  rm_rf(dir.substr(0, dir.size() - 8));
+}
+
+TEST(trace_file, never_overwrites_nor_follows_a_symlink) {
+  std::string dir = make_tmpdir();
+  std::string victim = dir + "/victim";
+  { FILE *f = fopen(victim.c_str(), "w"); fputs("precious", f); fclose(f); }
+  ASSERT_EQ(symlink(victim.c_str(), (dir + "/rank-0.hmt").c_str()), 0);
+  { FILE *f = fopen((dir + "/rank-0-1.hmt").c_str(), "w"); fputs("older trace", f); fclose(f); }
+  start_trace(dir, {});
+  testing::internal::CaptureStderr();
+  _hpcmem_trace_event(HPCMEM_EV_MALLOC, fp(0x1000), 1, nullptr, 0);
+  _hpcmem_trace_flush_all(HMT_FLUSH_EXPLICIT);
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("exists; not overwriting"), std::string::npos) << err;
+  EXPECT_EQ(std::string(_hpcmem_trace_path()), dir + "/rank-0-2.hmt");
+  _hpcmem_trace_shutdown();
+  char buf[64] = {0};
+  FILE *f = fopen(victim.c_str(), "r");
+  ASSERT_TRUE(f);
+  EXPECT_TRUE(fgets(buf, sizeof buf, f));
+  fclose(f);
+  EXPECT_STREQ(buf, "precious");
+  f = fopen((dir + "/rank-0-1.hmt").c_str(), "r");
+  EXPECT_TRUE(fgets(buf, sizeof buf, f));
+  fclose(f);
+  EXPECT_STREQ(buf, "older trace");
+  ReadBack rb = read_back(dir + "/rank-0-2.hmt");
+  EXPECT_EQ(rb.rc, 0) << rb.error;
+  EXPECT_EQ(rb.events.size(), 1u);
+  rm_rf(dir);
+}
+
+TEST(trace_file, uncreatable_directory_turns_tracing_off_with_a_warning) {
+  std::string dir = make_tmpdir();
+  { FILE *f = fopen((dir + "/afile").c_str(), "w"); fclose(f); }  // not a directory, even for root
+  start_trace(dir + "/afile/sub", {});
+  testing::internal::CaptureStderr();
+  _hpcmem_trace_event(HPCMEM_EV_MALLOC, fp(0x1000), 1, nullptr, 0);
+  _hpcmem_trace_flush_all(HMT_FLUSH_EXPLICIT);
+  _hpcmem_trace_event(HPCMEM_EV_MALLOC, fp(0x2000), 1, nullptr, 0);
+  _hpcmem_trace_flush_all(HMT_FLUSH_EXPLICIT);
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("cannot create directory"), std::string::npos) << err;
+  EXPECT_EQ(err.find("cannot create directory"), err.rfind("cannot create directory")) << "warned once: " << err;
+  hpcmem_trace_stats_t st;
+  _hpcmem_trace_get_stats(&st);
+  EXPECT_GE(st.write_errors, 1u);
+  _hpcmem_trace_shutdown();
+  rm_rf(dir);
+}
+
+TEST(trace_set_rank, renames_the_file_and_rewrites_the_header) {
+  std::string dir = make_tmpdir();
+  start_trace(dir, {});
+  _hpcmem_trace_event(HPCMEM_EV_MALLOC, fp(0x1000), 1, nullptr, 0);
+  _hpcmem_trace_flush_all(HMT_FLUSH_EXPLICIT);
+  _hpcmem_trace_set_rank(3, 4, -12345);
+  _hpcmem_trace_event(HPCMEM_EV_FREE, fp(0x1000), 0, nullptr, 0);
+  EXPECT_EQ(std::string(_hpcmem_trace_path()), dir + "/rank-3.hmt");
+  _hpcmem_trace_shutdown();
+  auto f = files_in(dir);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0], "rank-3.hmt");
+  ReadBack rb = read_back(dir + "/rank-3.hmt");
+  ASSERT_EQ(rb.rc, 0) << rb.error;
+  EXPECT_EQ(rb.header.rank, 3);
+  EXPECT_EQ(rb.header.size, 4);
+  EXPECT_EQ(rb.header.clock_offset_ns, -12345);
+  EXPECT_TRUE(rb.header.flags & HMT_HF_RANK_FROM_MPI);
+  EXPECT_EQ(rb.events.size(), 2u);
+  rm_rf(dir);
+}
+
+TEST(trace_set_rank, before_the_file_exists_names_it_right_away) {
+  std::string dir = make_tmpdir();
+  start_trace(dir, {});
+  _hpcmem_trace_set_rank(2, 3, 0);
+  _hpcmem_trace_event(HPCMEM_EV_MALLOC, fp(0x1000), 1, nullptr, 0);
+  _hpcmem_trace_shutdown();
+  auto f = files_in(dir);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0], "rank-2.hmt");
+  rm_rf(dir);
+}
+
+}  // namespace

@@ -1,0 +1,612 @@
+/* Reader of libhpcmem trace files (see hmt_reader.h). */
+#include "config.h"
+#include "hmt_reader.h"
+#include "hmt_map.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#ifdef HAVE_ZSTD
+#include <zstd.h>
+#endif
+#ifdef HAVE_ZLIB
+#include <zlib.h>
+#endif
+
+typedef struct {
+  uint64_t off;
+  hmt_block_t b;
+} blk_t;
+
+typedef struct {
+  uint32_t tid;
+  size_t *blocks, nblocks, cap;  /* indices into r->blks, in file order */
+  size_t next;                   /* next block to load */
+  uint8_t *raw;
+  size_t raw_cap;
+  const uint8_t *p, *end, *start;
+  uint64_t block_off, block_records, block_count;
+  hmt_state_t st;
+  int has_ev;
+  hmt_event_t ev;
+} stream_t;
+
+typedef struct {
+  uint64_t id;
+  uint64_t *frames;
+  uint32_t depth;
+} stack_t_;
+
+struct hmt_reader {
+  char *path;
+  int fd, flags;
+  hmt_header_t hdr;
+  hmt_info_t info;
+  blk_t *blks;
+  size_t nblks, blks_cap;
+  stream_t *streams;
+  size_t nstreams;
+  size_t *heap, heap_n;
+  int started, failed;
+  hmt_map_t stack_index;
+  stack_t_ *stacks;
+  size_t nstacks, stacks_cap;
+  uint64_t **chunks;
+  size_t nchunks, chunk_used;
+  hmt_module_t *mods;
+  size_t nmods;
+  uint8_t *stored;
+  size_t stored_cap;
+  uint64_t progress;
+  hmt_error_t err;
+};
+
+#define CHUNK_FRAMES 65536
+
+/* ---- errors ---------------------------------------------------------- */
+
+static int fail(hmt_reader_t *r, hmt_error_t *e, int code, uint64_t off, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static int fail(hmt_reader_t *r, hmt_error_t *e, int code, uint64_t off, const char *fmt, ...) {
+  if (!e) e = &r->err;
+  e->code = code;
+  e->offset = off;
+  int n = snprintf(e->message, sizeof e->message, "%s: offset %llu: ", r->path, (unsigned long long)off);
+  if (n < 0 || (size_t)n >= sizeof e->message) n = 0;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(e->message + n, sizeof e->message - (size_t)n, fmt, ap);
+  va_end(ap);
+  return code;
+}
+
+static const char *code_text(int code) {
+  switch (code) {
+    case HMT_E_TRUNCATED: return "truncated";
+    case HMT_E_MAGIC: return "bad magic number";
+    case HMT_E_VERSION: return "unsupported format version";
+    case HMT_E_CHECKSUM: return "checksum mismatch";
+    case HMT_E_RANGE: return "field out of range";
+    case HMT_E_RECORD: return "malformed record";
+    default: return "error";
+  }
+}
+
+const char *hmt_kind_name(unsigned type) {
+  static const char *const names[] = {"?", "malloc", "calloc", "realloc", "free", "memalign"};
+  return type <= HPCMEM_EV_MEMALIGN ? names[type] : "?";
+}
+
+const char *hmt_flush_reason_name(uint64_t reason, char *buf, size_t len) {
+  const char *s = NULL;
+  switch (reason) {
+    case HMT_FLUSH_EXPLICIT: s = "explicit"; break;
+    case HMT_FLUSH_EXIT: s = "exit"; break;
+    case HMT_FLUSH_FINALIZE: s = "MPI_Finalize"; break;
+    case HMT_FLUSH_ABORT: s = "MPI_Abort"; break;
+  }
+  if (s) snprintf(buf, len, "%s", s);
+  else if (reason >= HMT_FLUSH_SIGNAL && reason < HMT_FLUSH_SIGNAL + 128)
+    snprintf(buf, len, "signal %d", (int)(reason - HMT_FLUSH_SIGNAL));
+  else snprintf(buf, len, "reason %llu", (unsigned long long)reason);
+  return buf;
+}
+
+/* ---- I/O ------------------------------------------------------------- */
+
+static int read_at(hmt_reader_t *r, void *buf, size_t len, uint64_t off, size_t *got) {
+  size_t n = 0;
+  while (n < len) {
+    ssize_t k = pread(r->fd, (char *)buf + n, len - n, (off_t)(off + n));
+    if (k < 0) { if (errno == EINTR) continue; return -errno; }
+    if (k == 0) break;
+    n += (size_t)k;
+  }
+  *got = n;
+  return 0;
+}
+
+static int grow_buf(uint8_t **buf, size_t *cap, size_t need) {
+  if (*cap >= need) return 0;
+  size_t c = *cap ? *cap : 4096;
+  while (c < need) c *= 2;
+  uint8_t *b = realloc(*buf, c);
+  if (!b) return -ENOMEM;
+  *buf = b; *cap = c;
+  return 0;
+}
+
+/* Read a block's stored payload into r->stored and check its CRC. */
+static int load_payload(hmt_reader_t *r, const blk_t *k, hmt_error_t *e) {
+  if (grow_buf(&r->stored, &r->stored_cap, k->b.stored_len + 1)) return fail(r, e, -ENOMEM, k->off, "out of memory");
+  size_t got;
+  int err = read_at(r, r->stored, k->b.stored_len, k->off + HMT_BLOCK_HEADER_SIZE, &got);
+  if (err) return fail(r, e, err, k->off, "read error: %s", strerror(-err));
+  if (got != k->b.stored_len) return fail(r, e, HMT_E_TRUNCATED, k->off, "block payload truncated");
+  uint32_t crc = hmt_crc32c(0, r->stored, k->b.stored_len);
+  if (crc != k->b.payload_crc)
+    return fail(r, e, HMT_E_CHECKSUM, k->off, "block payload checksum mismatch (stored %08x, computed %08x)",
+                k->b.payload_crc, crc);
+  return 0;
+}
+
+/* Decompress r->stored into *raw (raw_len bytes exactly). */
+static int decompress(hmt_reader_t *r, const blk_t *k, uint8_t **raw, size_t *cap, hmt_error_t *e) {
+  size_t rl = k->b.raw_len;
+  if (grow_buf(raw, cap, rl + 1)) return fail(r, e, -ENOMEM, k->off, "out of memory");
+  switch (k->b.codec) {
+    case HMT_CODEC_NONE:
+      memcpy(*raw, r->stored, rl);
+      return 0;
+    case HMT_CODEC_ZSTD: {
+#ifdef HAVE_ZSTD
+      size_t n = ZSTD_decompress(*raw, rl, r->stored, k->b.stored_len);
+      if (ZSTD_isError(n) || n != rl)
+        return fail(r, e, HMT_E_RECORD, k->off, "zstd payload does not decompress to %zu bytes%s%s", rl,
+                    ZSTD_isError(n) ? ": " : "", ZSTD_isError(n) ? ZSTD_getErrorName(n) : "");
+      return 0;
+#else
+      return fail(r, e, HMT_E_RANGE, k->off, "block is zstd-compressed; this reader was built without zstd");
+#endif
+    }
+    case HMT_CODEC_ZLIB: {
+#ifdef HAVE_ZLIB
+      uLongf n = (uLongf)rl;
+      int zr = uncompress(*raw, &n, r->stored, (uLong)k->b.stored_len);
+      if (zr != Z_OK || n != rl)
+        return fail(r, e, HMT_E_RECORD, k->off, "zlib payload does not decompress to %zu bytes (zlib %d)", rl, zr);
+      return 0;
+#else
+      return fail(r, e, HMT_E_RANGE, k->off, "block is zlib-compressed; this reader was built without zlib");
+#endif
+    }
+  }
+  return fail(r, e, HMT_E_RANGE, k->off, "unknown codec %u", k->b.codec);
+}
+
+/* ---- meta blocks ----------------------------------------------------- */
+
+static int parse_modules(hmt_reader_t *r, hmt_error_t *e, const blk_t *k, const uint8_t *p, const uint8_t *end) {
+  uint64_t n;
+  if (!(p = hmt_get_varint(p, end, &n)) || n > 100000)
+    return fail(r, e, HMT_E_RECORD, k->off, "MODULES block: bad count");
+  hmt_module_t *m = calloc(n ? n : 1, sizeof *m);
+  if (!m) return fail(r, e, -ENOMEM, k->off, "out of memory");
+  uint64_t i = 0;
+  int rc = 0;
+  for (; i < n; i++) {
+    hmt_module_t *x = &m[i];
+    uint64_t idlen = 0, plen = 0;
+    if (!(p = hmt_get_varint(p, end, &x->bias)) || !(p = hmt_get_varint(p, end, &x->lo)) ||
+        !(p = hmt_get_varint(p, end, &x->hi)) || !(p = hmt_get_varint(p, end, &idlen)) || idlen > 64 ||
+        idlen > (uint64_t)(end - p)) { rc = HMT_E_RECORD; break; }
+    memcpy(x->build_id, p, idlen); x->build_id_len = idlen; p += idlen;
+    if (!(p = hmt_get_varint(p, end, &plen)) || plen > 65536 || plen > (uint64_t)(end - p) || x->lo > x->hi) {
+      rc = HMT_E_RECORD; break;
+    }
+    if (!(x->path = malloc(plen + 1))) { rc = -ENOMEM; break; }
+    memcpy(x->path, p, plen); x->path[plen] = 0; p += plen;
+  }
+  hmt_module_t *all = rc ? NULL : realloc(r->mods, (r->nmods + n) * sizeof *all);
+  if (rc || (!all && n)) {
+    for (uint64_t j = 0; j < i; j++) free(m[j].path);
+    free(m);
+    if (rc == HMT_E_RECORD) return fail(r, e, rc, k->off, "MODULES block: malformed entry %llu", (unsigned long long)i);
+    return fail(r, e, -ENOMEM, k->off, "out of memory");
+  }
+  /* newest first, so a lookup in order finds the current mapping */
+  if (all) {
+    memmove(all + n, all, r->nmods * sizeof *all);
+    memcpy(all, m, n * sizeof *all);
+    r->mods = all;
+    r->nmods += n;
+  }
+  free(m);
+  return 0;
+}
+
+static int parse_flush(hmt_reader_t *r, hmt_error_t *e, const blk_t *k, const uint8_t *p, const uint8_t *end) {
+  hmt_flush_info_t f;
+  memset(&f, 0, sizeof f);
+  uint64_t n, vals[64] = {0};
+  if (!(p = hmt_get_varint(p, end, &f.reason)) || !(p = hmt_get_varint(p, end, &f.time)) ||
+      !(p = hmt_get_varint(p, end, &n)) || n > 64)
+    return fail(r, e, HMT_E_RECORD, k->off, "FLUSH block: malformed");
+  for (uint64_t i = 0; i < n; i++)
+    if (!(p = hmt_get_varint(p, end, &vals[i]))) return fail(r, e, HMT_E_RECORD, k->off, "FLUSH block: malformed");
+  int i = 0;
+#define HMT_READER_FLUSH_(name, help) f.name = vals[i++];
+  HMT_FLUSH_FIELDS(HMT_READER_FLUSH_)
+#undef HMT_READER_FLUSH_
+  f.present = 1;
+  r->info.flush = f;
+  return 0;
+}
+
+/* ---- indexing -------------------------------------------------------- */
+
+static stream_t *stream_for(hmt_reader_t *r, hmt_map_t *tids, uint32_t tid) {
+  int added;
+  uint64_t *v = hmt_map_put(tids, tid, &added);
+  if (!v) return NULL;
+  if (added) {
+    stream_t *s = realloc(r->streams, (r->nstreams + 1) * sizeof *s);
+    if (!s) return NULL;
+    r->streams = s;
+    memset(&s[r->nstreams], 0, sizeof *s);
+    s[r->nstreams].tid = tid;
+    *v = r->nstreams++;
+  }
+  return &r->streams[*v];
+}
+
+/* Look for the next valid block header after off (salvage). */
+static uint64_t resync(hmt_reader_t *r, uint64_t off) {
+  uint8_t buf[65536 + HMT_BLOCK_HEADER_SIZE];
+  for (uint64_t pos = off + 1; pos + HMT_BLOCK_HEADER_SIZE <= r->info.file_size;) {
+    size_t got;
+    if (read_at(r, buf, sizeof buf, pos, &got) || got < HMT_BLOCK_HEADER_SIZE) break;
+    for (size_t i = 0; i + HMT_BLOCK_HEADER_SIZE <= got; i++) {
+      hmt_block_t b;
+      if (buf[i] == 'H' && hmt_block_decode(buf + i, got - i, &b) == HMT_OK) return pos + i;
+    }
+    pos += got - HMT_BLOCK_HEADER_SIZE + 1;
+  }
+  return r->info.file_size;
+}
+
+static int index_blocks(hmt_reader_t *r, hmt_error_t *e) {
+  hmt_map_t tids = {0};
+  uint64_t off = HMT_HEADER_SIZE, size = r->info.file_size;
+  int rc = 0;
+  r->info.t_first = UINT64_MAX;
+  while (off < size) {
+    uint8_t h[HMT_BLOCK_HEADER_SIZE];
+    size_t got;
+    int err = read_at(r, h, sizeof h, off, &got);
+    if (err) { rc = fail(r, e, err, off, "read error: %s", strerror(-err)); break; }
+    blk_t k = {off, {0}};
+    int d = hmt_block_decode(h, got, &k.b);
+    if (d == HMT_E_TRUNCATED || (d == HMT_OK && off + HMT_BLOCK_HEADER_SIZE + k.b.stored_len > size)) {
+      /* the file ends inside this block: a killed writer; keep what is complete */
+      r->info.truncated = 1;
+      r->info.truncated_at = off;
+      break;
+    }
+    if (d != HMT_OK) {
+      if (r->flags & HMT_OPEN_SALVAGE) {
+        uint64_t next = resync(r, off);
+        r->info.skipped_bytes += next - off;
+        r->info.skipped_blocks++;
+        off = next;
+        continue;
+      }
+      rc = fail(r, e, d, off, "block header: %s", code_text(d));
+      break;
+    }
+    r->info.blocks++;
+    if (k.b.type == HMT_BLOCK_EVENTS) {
+      if (r->nblks == r->blks_cap) {
+        size_t c = r->blks_cap ? r->blks_cap * 2 : 256;
+        blk_t *nb = realloc(r->blks, c * sizeof *nb);
+        if (!nb) { rc = fail(r, e, -ENOMEM, off, "out of memory"); break; }
+        r->blks = nb; r->blks_cap = c;
+      }
+      stream_t *s = stream_for(r, &tids, k.b.tid);
+      if (!s) { rc = fail(r, e, -ENOMEM, off, "out of memory"); break; }
+      if (s->nblocks == s->cap) {
+        size_t c = s->cap ? s->cap * 2 : 16;
+        size_t *nb = realloc(s->blocks, c * sizeof *nb);
+        if (!nb) { rc = fail(r, e, -ENOMEM, off, "out of memory"); break; }
+        s->blocks = nb; s->cap = c;
+      }
+      s->blocks[s->nblocks++] = r->nblks;
+      r->blks[r->nblks++] = k;
+      r->info.event_blocks++;
+      r->info.stored_bytes += k.b.stored_len;
+      r->info.raw_bytes += k.b.raw_len;
+      r->info.records += k.b.count;
+      if (k.b.count && k.b.base_time < r->info.t_first) r->info.t_first = k.b.base_time;
+      if (k.b.base_time > r->info.t_last) r->info.t_last = k.b.base_time;
+    } else if (k.b.type == HMT_BLOCK_MODULES || k.b.type == HMT_BLOCK_FLUSH) {
+      uint8_t *raw = NULL;
+      size_t cap = 0;
+      int perr = load_payload(r, &k, e);
+      if (!perr) perr = decompress(r, &k, &raw, &cap, e);
+      if (!perr)
+        perr = k.b.type == HMT_BLOCK_MODULES ? parse_modules(r, e, &k, raw, raw + k.b.raw_len)
+                                             : parse_flush(r, e, &k, raw, raw + k.b.raw_len);
+      free(raw);
+      if (perr && perr != -ENOMEM && (r->flags & HMT_OPEN_SALVAGE)) {
+        r->info.skipped_blocks++;
+        r->info.skipped_bytes += HMT_BLOCK_HEADER_SIZE + k.b.stored_len;
+      } else if (perr) {
+        rc = perr;
+        break;
+      }
+    }
+    /* other types: a newer minor version; skipped by their length */
+    off += HMT_BLOCK_HEADER_SIZE + k.b.stored_len;
+  }
+  if (r->info.t_first == UINT64_MAX) r->info.t_first = 0;
+  r->info.threads = r->nstreams;
+  hmt_map_free(&tids);
+  if (rc == 0) memset(e, 0, sizeof *e);  /* salvaged damage is in info, not an error */
+  return rc;
+}
+
+/* ---- open / close ---------------------------------------------------- */
+
+int hmt_open(const char *path, int flags, hmt_reader_t **out, hmt_error_t *err) {
+  hmt_error_t dummy;
+  if (!err) err = &dummy;
+  memset(err, 0, sizeof *err);
+  *out = NULL;
+  hmt_reader_t *r = calloc(1, sizeof *r);
+  if (!r || !(r->path = strdup(path))) {
+    free(r);
+    snprintf(err->message, sizeof err->message, "%s: out of memory", path);
+    return err->code = -ENOMEM;
+  }
+  r->flags = flags;
+  r->fd = open(path, O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  if (r->fd < 0 || fstat(r->fd, &st) != 0) {
+    int e = errno;
+    snprintf(err->message, sizeof err->message, "%s: %s", path, strerror(e));
+    err->code = -e;
+    hmt_close(r);
+    return -e;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    snprintf(err->message, sizeof err->message, "%s: not a regular file", path);
+    hmt_close(r);
+    return err->code = -EINVAL;
+  }
+  r->info.file_size = (uint64_t)st.st_size;
+  uint8_t h[HMT_HEADER_SIZE];
+  size_t got;
+  int rc = read_at(r, h, sizeof h, 0, &got);
+  if (rc) { fail(r, err, rc, 0, "read error: %s", strerror(-rc)); hmt_close(r); return rc; }
+  int d = hmt_header_decode(h, got, &r->hdr);
+  if (d != HMT_OK) {
+    if (d == HMT_E_TRUNCATED) fail(r, err, d, got, "file header truncated (%zu of %d bytes)", got, HMT_HEADER_SIZE);
+    else if (d == HMT_E_MAGIC) fail(r, err, d, 0, "not a libhpcmem trace file (bad magic number)");
+    else if (d == HMT_E_VERSION)
+      fail(r, err, d, 8, "format version %u.%u is not supported (this reader reads %d.x)", hmt_ld16(h + 8),
+           hmt_ld16(h + 10), HMT_VERSION_MAJOR);
+    else fail(r, err, d, d == HMT_E_CHECKSUM ? 252 : 0, "file header: %s", code_text(d));
+    hmt_close(r);
+    return d;
+  }
+  if ((rc = index_blocks(r, err)) != 0) { hmt_close(r); return rc; }
+  *out = r;
+  return 0;
+}
+
+void hmt_close(hmt_reader_t *r) {
+  if (!r) return;
+  if (r->fd >= 0) close(r->fd);
+  for (size_t i = 0; i < r->nstreams; i++) { free(r->streams[i].blocks); free(r->streams[i].raw); }
+  free(r->streams);
+  free(r->blks);
+  free(r->heap);
+  for (size_t i = 0; i < r->nchunks; i++) free(r->chunks[i]);
+  free(r->chunks);
+  free(r->stacks);
+  hmt_map_free(&r->stack_index);
+  for (size_t i = 0; i < r->nmods; i++) free(r->mods[i].path);
+  free(r->mods);
+  free(r->stored);
+  free(r->path);
+  free(r);
+}
+
+const hmt_header_t *hmt_header(const hmt_reader_t *r) { return &r->hdr; }
+const hmt_info_t *hmt_info(const hmt_reader_t *r) { return &r->info; }
+const char *hmt_path(const hmt_reader_t *r) { return r->path; }
+const hmt_error_t *hmt_error(const hmt_reader_t *r) { return &r->err; }
+uint64_t hmt_progress(const hmt_reader_t *r) { return r->progress; }
+
+/* ---- stacks ---------------------------------------------------------- */
+
+static int add_stack(hmt_reader_t *r, const hmt_record_t *rec, uint64_t off) {
+  int added;
+  uint64_t *v = hmt_map_put(&r->stack_index, rec->stack_id, &added);
+  if (!v) return fail(r, NULL, -ENOMEM, off, "out of memory");
+  if (!added) return 0;  /* defined again (a fork child, a full table): same frames */
+  if (rec->depth > CHUNK_FRAMES) return fail(r, NULL, HMT_E_RECORD, off, "stack too deep");
+  if (r->nchunks == 0 || r->chunk_used + rec->depth > CHUNK_FRAMES) {
+    uint64_t **c = realloc(r->chunks, (r->nchunks + 1) * sizeof *c);
+    if (!c) return fail(r, NULL, -ENOMEM, off, "out of memory");
+    r->chunks = c;
+    if (!(c[r->nchunks] = malloc(CHUNK_FRAMES * sizeof(uint64_t)))) return fail(r, NULL, -ENOMEM, off, "out of memory");
+    r->nchunks++;
+    r->chunk_used = 0;
+  }
+  if (r->nstacks == r->stacks_cap) {
+    size_t c = r->stacks_cap ? r->stacks_cap * 2 : 1024;
+    stack_t_ *s = realloc(r->stacks, c * sizeof *s);
+    if (!s) return fail(r, NULL, -ENOMEM, off, "out of memory");
+    r->stacks = s; r->stacks_cap = c;
+  }
+  uint64_t *f = r->chunks[r->nchunks - 1] + r->chunk_used;
+  if (hmt_stack_frames(rec, f) != HMT_OK) return fail(r, NULL, HMT_E_RECORD, off, "malformed stack record");
+  r->chunk_used += rec->depth;
+  r->stacks[r->nstacks] = (stack_t_){rec->stack_id, f, rec->depth};
+  *v = r->nstacks++;
+  return 0;
+}
+
+int hmt_stack(const hmt_reader_t *r, uint64_t id, const uint64_t **frames, uint32_t *depth) {
+  const uint64_t *v = hmt_map_get(&r->stack_index, id);
+  if (!v) return -1;
+  *frames = r->stacks[*v].frames;
+  *depth = r->stacks[*v].depth;
+  return 0;
+}
+
+size_t hmt_stack_count(const hmt_reader_t *r) { return r->nstacks; }
+uint64_t hmt_stack_id(const hmt_reader_t *r, size_t i) { return i < r->nstacks ? r->stacks[i].id : 0; }
+
+size_t hmt_modules(const hmt_reader_t *r, const hmt_module_t **mods) {
+  *mods = r->mods;
+  return r->nmods;
+}
+
+const hmt_module_t *hmt_module_of(const hmt_reader_t *r, uint64_t addr) {
+  for (size_t i = 0; i < r->nmods; i++)
+    if (addr >= r->mods[i].lo && addr < r->mods[i].hi) return &r->mods[i];
+  return NULL;
+}
+
+/* ---- events ---------------------------------------------------------- */
+
+/* Load the stream's next block; 1 loaded, 0 none left, <0 error. */
+static int load_block(hmt_reader_t *r, stream_t *s) {
+  while (s->next < s->nblocks) {
+    const blk_t *k = &r->blks[s->blocks[s->next++]];
+    r->progress += HMT_BLOCK_HEADER_SIZE + k->b.stored_len;
+    int err = load_payload(r, k, NULL);
+    if (!err) err = decompress(r, k, &s->raw, &s->raw_cap, NULL);
+    if (err) {
+      if (err != -ENOMEM && (r->flags & HMT_OPEN_SALVAGE)) {
+        r->info.skipped_blocks++;
+        r->info.skipped_bytes += HMT_BLOCK_HEADER_SIZE + k->b.stored_len;
+        continue;
+      }
+      return err;
+    }
+    s->start = s->p = s->raw;
+    s->end = s->raw + k->b.raw_len;
+    s->st.time = k->b.base_time; s->st.ptr = k->b.base_ptr; s->st.stack = k->b.base_stack;
+    s->block_off = k->off;
+    s->block_records = 0;
+    s->block_count = k->b.count;
+    return 1;
+  }
+  return 0;
+}
+
+/* Decode the stream's next event into s->ev; 1, 0 (exhausted), <0. */
+static int fill(hmt_reader_t *r, stream_t *s) {
+  for (;;) {
+    if (!s->p || s->p >= s->end) {
+      if (s->p && s->block_records != s->block_count && !(r->flags & HMT_OPEN_SALVAGE))
+        return fail(r, NULL, HMT_E_RECORD, s->block_off, "block holds %llu records, its header says %llu",
+                    (unsigned long long)s->block_records, (unsigned long long)s->block_count);
+      int k = load_block(r, s);
+      if (k <= 0) { s->p = s->end = NULL; return k; }
+      continue;
+    }
+    hmt_record_t rec;
+    uint64_t at = (uint64_t)(s->p - s->start);
+    if (hmt_decode_record(&s->p, s->end, &s->st, &rec) != HMT_OK) {
+      if (r->flags & HMT_OPEN_SALVAGE) {
+        r->info.skipped_blocks++;
+        s->p = s->end;
+        s->block_records = s->block_count;
+        continue;
+      }
+      return fail(r, NULL, HMT_E_RECORD, s->block_off, "malformed record at byte %llu of the block's data",
+                  (unsigned long long)at);
+    }
+    s->block_records++;
+    if (rec.type == HMT_REC_STACK) {
+      int err = add_stack(r, &rec, s->block_off);
+      if (err) return err;
+      continue;
+    }
+    if (rec.type == HMT_REC_EXT) continue;
+    s->ev.type = rec.type; s->ev.sys = rec.sys; s->ev.tid = s->tid;
+    s->ev.time = rec.time; s->ev.ptr = rec.ptr; s->ev.old_ptr = rec.old_ptr;
+    s->ev.size = rec.size; s->ev.align = rec.align; s->ev.stack = rec.stack;
+    return 1;
+  }
+}
+
+static int before(const hmt_reader_t *r, size_t a, size_t b) {
+  const stream_t *x = &r->streams[a], *y = &r->streams[b];
+  if (x->ev.time != y->ev.time) return x->ev.time < y->ev.time;
+  if (x->block_off != y->block_off) return x->block_off < y->block_off;
+  return a < b;
+}
+
+static void sift_down(hmt_reader_t *r, size_t i) {
+  for (;;) {
+    size_t l = 2 * i + 1, m = i;
+    if (l < r->heap_n && before(r, r->heap[l], r->heap[m])) m = l;
+    if (l + 1 < r->heap_n && before(r, r->heap[l + 1], r->heap[m])) m = l + 1;
+    if (m == i) return;
+    size_t t = r->heap[i]; r->heap[i] = r->heap[m]; r->heap[m] = t;
+    i = m;
+  }
+}
+
+static int start(hmt_reader_t *r) {
+  r->heap = malloc((r->nstreams + 1) * sizeof *r->heap);
+  if (!r->heap) return fail(r, NULL, -ENOMEM, 0, "out of memory");
+  r->heap_n = 0;
+  for (size_t i = 0; i < r->nstreams; i++) {
+    int k = fill(r, &r->streams[i]);
+    if (k < 0) return k;
+    if (k) r->heap[r->heap_n++] = i;
+  }
+  for (size_t i = r->heap_n; i-- > 0;) sift_down(r, i);
+  r->started = 1;
+  return 0;
+}
+
+int hmt_next(hmt_reader_t *r, hmt_event_t *ev) {
+  if (r->failed) return r->err.code ? r->err.code : -1;
+  if (!r->started) {
+    int err = start(r);
+    if (err) { r->failed = 1; return err; }
+  }
+  if (r->heap_n == 0) return 0;
+  size_t top = r->heap[0];
+  *ev = r->streams[top].ev;
+  int k = fill(r, &r->streams[top]);
+  if (k < 0) { r->failed = 1; return k; }
+  if (k == 0) r->heap[0] = r->heap[--r->heap_n];
+  sift_down(r, 0);
+  return 1;
+}
+
+int hmt_rewind(hmt_reader_t *r) {
+  for (size_t i = 0; i < r->nstreams; i++) {
+    stream_t *s = &r->streams[i];
+    s->next = 0; s->p = s->end = s->start = NULL; s->has_ev = 0;
+  }
+  free(r->heap);
+  r->heap = NULL;
+  r->heap_n = 0;
+  r->started = r->failed = 0;
+  r->progress = 0;
+  memset(&r->err, 0, sizeof r->err);
+  return 0;
+}
