@@ -57,6 +57,7 @@ int _hpcmem_topo_kind_parse(const char *text) {
   return -EINVAL;
 }
 
+#ifdef HAVE_HWLOC
 static int contains_ci(const char *hay, const char *needle) {
   size_t n = strlen(needle);
   for (; *hay; hay++)
@@ -75,6 +76,7 @@ static int kind_of_name(const char *name) {
   if (contains_ci(name, "DRAM")) return HPCMEM_MEM_DRAM;
   return HPCMEM_MEM_UNKNOWN;
 }
+#endif
 
 /* ------------------------------------------------------------------ */
 /* Node masks                                                           */
@@ -351,6 +353,7 @@ static void add_cpu(int os) {
   if (os + 1 > T.cpu_limit) T.cpu_limit = os + 1;
 }
 
+#ifdef HAVE_HWLOC
 /* Node for each cpu: the narrowest node holding it, DRAM before other kinds
  * at equal width (a KNL cluster's cpus belong to its DRAM, not its MCDRAM). */
 static void map_cpus_to_nodes(void) {
@@ -367,6 +370,7 @@ static void map_cpus_to_nodes(void) {
     T.cpu_numa[cpu] = best < 0 ? -1 : (int16_t)T.node[best].os_index;
   }
 }
+#endif
 
 /* HPCMEM_HEAPS groups: deal the cpus out in topology order. */
 static void groups_by_count(int count) {
