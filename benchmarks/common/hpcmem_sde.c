@@ -11,10 +11,6 @@
 #ifdef HAVE_PAPI
 #include <sde_lib.h>
 
-/* hpcmem_stats() arrives with the allocator core; until a build has it,
- * the reference stays NULL and init says so instead of exporting zeros. */
-#pragma weak hpcmem_stats
-
 /* Fields that go up and down (or are time stamps): read as they are.
  * Everything else only grows, so a region should see its difference. */
 static int is_gauge(const char *name, const char *kind)
@@ -54,10 +50,6 @@ static void register_all(void)
 {
   papi_handle_t h;
 
-  if (hpcmem_stats == NULL) {
-    init_result = -ENOSYS;
-    return;
-  }
   h = papi_sde_init(HPCMEM_SDE_LIBRARY);
   if (h == NULL) {
     init_result = -EIO;

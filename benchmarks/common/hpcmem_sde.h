@@ -19,9 +19,8 @@ extern "C" {
  * mapped, retained bytes, largest request, peak time) are read as they
  * are; the growing counts are read as the change since PAPI_start.
  * Calling it again does nothing.
- * @return 0; -ENOSYS when this build has no PAPI SDE support or the
- *         linked libhpcmem has no hpcmem_stats(); -EIO when libsde
- *         refused a registration.
+ * @return 0; -ENOSYS when this build has no PAPI SDE support (configure
+ *         found no libpapi); -EIO when libsde refused a registration.
  */
 int hpcmem_sde_init(void);
 

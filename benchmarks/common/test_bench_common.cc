@@ -1,0 +1,124 @@
+// The benchmarks' shared helpers: parsing, cache size, counters.
+#include <gtest/gtest.h>
+
+#include <papi.h>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "bench_papi.h"
+#include "bench_util.h"
+#include "hpcmem.h"
+#include "hpcmem_sde.h"
+
+namespace {
+
+TEST(bench_parse_size, AcceptsBinarySuffixes) {
+  size_t v = 0;
+  EXPECT_EQ(bench_parse_size("4096", &v), 0);
+  EXPECT_EQ(v, 4096u);
+  EXPECT_EQ(bench_parse_size("64k", &v), 0);
+  EXPECT_EQ(v, 65536u);
+  EXPECT_EQ(bench_parse_size("32M", &v), 0);
+  EXPECT_EQ(v, 32u << 20);
+  EXPECT_EQ(bench_parse_size("2GiB", &v), 0);
+  EXPECT_EQ(v, (size_t)2 << 30);
+}
+
+TEST(bench_parse_size, RefusesJunk) {
+  size_t v = 7;
+  for (const char *s : {"", "M", "-1", "12X", "1.5G", "4096 ", "99999999999999999999", "17179869184G"})
+    EXPECT_EQ(bench_parse_size(s, &v), -EINVAL) << s;
+  EXPECT_EQ(bench_parse_size(nullptr, &v), -EINVAL);
+  EXPECT_EQ(v, 7u);
+}
+
+TEST(bench_parse_int_list, ReadsCommaLists) {
+  int v[8];
+  ASSERT_EQ(bench_parse_int_list("1,2,4,8,16", v, 8), 5);
+  EXPECT_EQ(v[0], 1);
+  EXPECT_EQ(v[4], 16);
+  for (const char *s : {"", ",", "1,", ",1", "1,,2", "0", "1,-2", "x", "1,2,3,4,5,6,7,8,9"})
+    EXPECT_EQ(bench_parse_int_list(s, v, 8), -EINVAL) << s;
+}
+
+TEST(bench_parse_pos_int, RefusesZeroNegativeAndOverflow) {
+  int v = 0;
+  EXPECT_EQ(bench_parse_pos_int("12", &v), 0);
+  EXPECT_EQ(v, 12);
+  for (const char *s : {"0", "-3", "3x", "", "99999999999"})
+    EXPECT_EQ(bench_parse_pos_int(s, &v), -EINVAL) << s;
+}
+
+TEST(bench_llc_bytes, IsAPlausibleCacheSize) {
+  size_t llc = bench_llc_bytes();
+  EXPECT_GE(llc, (size_t)256 << 10);
+  EXPECT_LE(llc, (size_t)4 << 30);
+}
+
+TEST(bench_counters_new, StatusSaysWhatIsCounted) {
+  bench_counters_t *c = bench_counters_new(nullptr);
+  ASSERT_NE(c, nullptr);
+  std::string st = bench_counters_status(c);
+  int cidx = PAPI_get_component_index("perf_event");
+  const PAPI_component_info_t *ci = cidx >= 0 ? PAPI_get_component_info(cidx) : nullptr;
+  if (ci == nullptr || ci->disabled) {
+    // one line with the reason, and the benchmark carries on without counters
+    EXPECT_EQ(st.rfind("PAPI: no hardware counters (", 0), 0u) << st;
+    if (ci != nullptr) {
+      EXPECT_NE(st.find(ci->disabled_reason), std::string::npos) << st;
+    }
+    EXPECT_EQ(bench_counters_n(c), 0);
+  } else {
+    EXPECT_EQ(st.rfind("PAPI: counting ", 0), 0u) << st;
+    EXPECT_GT(bench_counters_n(c), 0);
+  }
+  bench_counters_free(c);
+}
+
+TEST(bench_counters_new, UnknownEventsAreDroppedAndNamed) {
+  bench_counters_t *c = bench_counters_new("NO_SUCH_EVENT_XYZ");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(bench_counters_n(c), 0);
+  EXPECT_NE(std::string(bench_counters_status(c)).find("NO_SUCH_EVENT_XYZ"), std::string::npos);
+  // a region without PAPI events still has its software figures
+  ASSERT_EQ(bench_counters_start(c, 2), 0);
+  void *volatile p = std::malloc(8 << 20);
+  std::memset(p, 1, 8 << 20);
+  std::free(p);
+  ASSERT_EQ(bench_counters_stop(c), 0);
+  EXPECT_GT(bench_counters_seconds(c), 0.0);
+  EXPECT_GE(bench_counters_rusage(c)->minflt, 1);
+  bench_counters_free(c);
+}
+
+// A process-wide software-defined event read from per-thread event sets
+// must be counted once, not once per thread.
+TEST(bench_counters_start, ProcessWideEventCountedOnceOverThreads) {
+  ASSERT_EQ(hpcmem_sde_init(), 0);
+  bench_counters_t *c = bench_counters_new("sde:::libhpcmem::alloc_count");
+  ASSERT_NE(c, nullptr);
+  ASSERT_EQ(bench_counters_n(c), 1) << bench_counters_status(c);
+  hpcmem_stats_t s0, s1;
+  ASSERT_EQ(bench_counters_start(c, 2), 0);
+  ASSERT_EQ(hpcmem_stats(&s0), 0);
+#pragma omp parallel num_threads(2)
+  for (int i = 0; i < 100; i++) {
+    void *volatile p = std::malloc(64);
+    std::free(p);
+  }
+  ASSERT_EQ(hpcmem_stats(&s1), 0);
+  ASSERT_EQ(bench_counters_stop(c), 0);
+  long long v = bench_counters_value(c, 0);
+  EXPECT_GE(v, (long long)(s1.alloc_count - s0.alloc_count));
+  EXPECT_GE(s1.alloc_count - s0.alloc_count, 100u);
+  // summed over the two threads' event sets it would be twice the region's count
+  EXPECT_LT(v, 3 * (long long)(s1.alloc_count - s0.alloc_count) / 2);
+  char buf[512];
+  EXPECT_NE(std::string(bench_counters_format(c, buf, sizeof buf)).find("sde:::libhpcmem::alloc_count="),
+            std::string::npos);
+  bench_counters_free(c);
+}
+
+}  // namespace
