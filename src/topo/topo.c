@@ -31,6 +31,9 @@ typedef struct {
   int16_t cpu_group[HPCMEM_TOPO_MAX_CPUS];         /* -1: no such cpu */
   int ngroups;
   const char *group_level;
+  int ncores;
+  uint64_t cache_size[6];                          /* by level 1..5 */
+  int cache_line;
 #ifdef HAVE_HWLOC
   hwloc_topology_t topo;
   hwloc_obj_t node_obj[HPCMEM_TOPO_MAX_NODES];
@@ -124,6 +127,9 @@ const char *_hpcmem_topo_source(void) { return T.loaded ? T.source : "not loaded
 int _hpcmem_topo_numa_count(void) { return T.loaded ? T.nnodes : 1; }
 int _hpcmem_topo_cpu_count(void) { return T.loaded ? T.ncpus : 1; }
 int _hpcmem_topo_cpu_limit(void) { return T.loaded ? T.cpu_limit : 1; }
+int _hpcmem_topo_core_count(void) { return T.loaded ? T.ncores : 0; }
+uint64_t _hpcmem_topo_cache_size(int level) { return level >= 1 && level <= 5 ? T.cache_size[level] : 0; }
+int _hpcmem_topo_cache_line(void) { return T.cache_line > 0 ? T.cache_line : 64; }
 const char *_hpcmem_topo_group_level(void) { return T.group_level ? T.group_level : "none (not loaded)"; }
 
 int _hpcmem_topo_numa_info(int node, hpcmem_numa_info_t *out) {
@@ -344,6 +350,9 @@ static void reset_tables(void) {
   T.cpu_limit = 0;
   T.ngroups = 0;
   T.group_level = NULL;
+  T.ncores = 0;
+  memset(T.cache_size, 0, sizeof T.cache_size);
+  T.cache_line = 0;
   for (int i = 0; i < HPCMEM_TOPO_MAX_CPUS; i++) T.cpu_numa[i] = T.cpu_group[i] = -1;
 }
 
@@ -567,6 +576,21 @@ static void read_nodes(void) {
   classify_nodes();
 }
 
+/* Cores and the first cache of each level (caches of one level are alike on
+ * the machines we target; a hybrid cpu's differing ones are not tracked). */
+static void read_cores_and_caches(void) {
+  static const hwloc_obj_type_t cache[6] = {0, HWLOC_OBJ_L1CACHE, HWLOC_OBJ_L2CACHE, HWLOC_OBJ_L3CACHE,
+                                            HWLOC_OBJ_L4CACHE, HWLOC_OBJ_L5CACHE};
+  int cores = hwloc_get_nbobjs_by_type(T.topo, HWLOC_OBJ_CORE);
+  T.ncores = cores > 0 ? cores : 0;
+  for (int l = 1; l <= 5; l++) {
+    hwloc_obj_t c = hwloc_get_next_obj_by_type(T.topo, cache[l], NULL);
+    if (!c || !c->attr) continue;
+    T.cache_size[l] = c->attr->cache.size;
+    if (c->attr->cache.linesize > 0 && (l == 1 || !T.cache_line)) T.cache_line = (int)c->attr->cache.linesize;
+  }
+}
+
 static void read_cpus(void) {
   int warned = 0;
   for (hwloc_obj_t pu = NULL; (pu = hwloc_get_next_obj_by_type(T.topo, HWLOC_OBJ_PU, pu));) {
@@ -697,6 +721,7 @@ int _hpcmem_topo_load(const char *xml_path_or_null) {
   if (r == 0) {
     read_nodes();
     read_cpus();
+    read_cores_and_caches();
     T.loaded = 1;
     build_groups(0);
   }
@@ -793,6 +818,12 @@ void _hpcmem_topo_print(FILE *out) {
   fprintf(out, "topology: %s\n", T.source);
   fprintf(out, "  %d cpus, %d NUMA node%s, %d thread group%s (by %s)\n", T.ncpus, T.nnodes, T.nnodes == 1 ? "" : "s",
           T.ngroups, T.ngroups == 1 ? "" : "s", _hpcmem_topo_group_level());
+  if (T.ncores) {
+    fprintf(out, "  %d cores", T.ncores);
+    for (int l = 1; l <= 5; l++)
+      if (T.cache_size[l]) fprintf(out, ", L%d %s", l, human(T.cache_size[l], a, sizeof a));
+    fprintf(out, ", %d-byte cache lines\n", _hpcmem_topo_cache_line());
+  }
   for (int i = 0; i < T.nnodes; i++) {
     const hpcmem_numa_info_t *n = &T.node[i];
     fprintf(out, "  node %d: %s%s%s%s, %s, ", n->os_index, _hpcmem_topo_kind_name(n->kind), n->subtype[0] ? " (" : "",

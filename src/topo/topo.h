@@ -85,6 +85,12 @@ int _hpcmem_topo_numa_lookup(int os_index);
 int _hpcmem_topo_cpu_count(void);
 /* Largest OS cpu number + 1 (cpu numbers may have holes). */
 int _hpcmem_topo_cpu_limit(void);
+/* Cores (0 when the topology does not say, e.g. without hwloc). */
+int _hpcmem_topo_core_count(void);
+/* Size in bytes of one data (or unified) cache of a level (1..5), 0 when the
+ * machine has none; and the cache line size (64 when unknown). */
+uint64_t _hpcmem_topo_cache_size(int level);
+int _hpcmem_topo_cache_line(void);
 /* NUMA node (OS index) of a cpu: among the nodes whose cpus include it, the
  * nearest one, DRAM first; -EINVAL for cpu < 0, -ENODEV for a cpu the topology
  * does not have. */

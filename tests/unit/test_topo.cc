@@ -121,6 +121,7 @@ class topo_local_nodes : public Topo {};
 class topo_kind_name : public Topo {};
 class topo_print : public Topo {};
 class topo_unload : public Topo {};
+class topo_core_count : public Topo {};
 
 /* ------------------------------------------------------------------ */
 /* _hpcmem_topo_load                                                    */
@@ -456,6 +457,32 @@ TEST_F(topo_numa_info, lookup_by_os_index) {
   EXPECT_EQ(_hpcmem_topo_numa_lookup(0), 0);
   EXPECT_EQ(_hpcmem_topo_numa_lookup(8), -ENODEV);
   EXPECT_EQ(_hpcmem_topo_numa_lookup(-1), -ENODEV);
+}
+
+/* ------------------------------------------------------------------ */
+/* _hpcmem_topo_core_count, _hpcmem_topo_cache_size, _hpcmem_topo_cache_line */
+
+TEST_F(topo_core_count, cores_and_caches) {
+  ASSERT_EQ(load(data("2socket-4numa.xml")).rc, 0);
+  EXPECT_EQ(_hpcmem_topo_core_count(), 16);
+  EXPECT_EQ(_hpcmem_topo_cache_size(1), 48u * 1024);
+  EXPECT_EQ(_hpcmem_topo_cache_size(2), 1u << 20);
+  EXPECT_EQ(_hpcmem_topo_cache_size(3), 16u << 20);
+  EXPECT_EQ(_hpcmem_topo_cache_size(4), 0u);
+  EXPECT_EQ(_hpcmem_topo_cache_size(0), 0u);
+  EXPECT_EQ(_hpcmem_topo_cache_size(9), 0u);
+  EXPECT_EQ(_hpcmem_topo_cache_line(), 64);
+  ASSERT_EQ(load(data("knl-snc4-flat.xml")).rc, 0);
+  EXPECT_EQ(_hpcmem_topo_core_count(), 64);
+  EXPECT_EQ(_hpcmem_topo_cache_size(2), 1u << 20);
+  EXPECT_EQ(_hpcmem_topo_cache_size(3), 0u);  // KNL has no L3
+  setenv("HWLOC_SYNTHETIC", "pack:2 core:2 pu:1", 1);
+  ASSERT_EQ(load(nullptr).rc, 0);
+  EXPECT_EQ(_hpcmem_topo_cache_size(1), 0u);
+  EXPECT_EQ(_hpcmem_topo_cache_line(), 64);  // unknown: the usual size
+  _hpcmem_topo_unload();
+  EXPECT_EQ(_hpcmem_topo_core_count(), 0);
+  EXPECT_EQ(_hpcmem_topo_cache_size(3), 0u);
 }
 
 /* ------------------------------------------------------------------ */
@@ -855,7 +882,8 @@ TEST_F(topo_print, knl_summary) {
   ASSERT_EQ(load(data("knl-snc4-flat.xml")).rc, 0);
   std::string s = printed();
   EXPECT_EQ(s.rfind("topology: " + data("knl-snc4-flat.xml") + "\n", 0), 0u) << s;
-  EXPECT_NE(s.find("  256 cpus, 8 NUMA nodes, 32 thread groups (by L2 cache)\n"), std::string::npos) << s;
+  EXPECT_NE(s.find("  256 cpus, 8 NUMA nodes, 32 thread groups (by L2 cache)\n"
+                   "  64 cores, L1 32.0 KiB, L2 1.0 MiB, 64-byte cache lines\n"), std::string::npos) << s;
   EXPECT_NE(s.find("  node 0: DRAM, 24.0 GiB, 64 cpus 0-15,64-79,128-143,192-207\n"), std::string::npos) << s;
   EXPECT_NE(s.find("  node 5: HBM (MCDRAM), 4.0 GiB, 64 cpus 16-31,80-95,144-159,208-223 (from its hwloc name)\n"),
             std::string::npos)
