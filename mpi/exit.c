@@ -77,12 +77,34 @@ static const int caught[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM, 
 #define NCAUGHT (sizeof caught / sizeof caught[0])
 static struct sigaction previous[NCAUGHT];
 
+static volatile sig_atomic_t fatal_sig;
+
+/* The summary got stuck (a crash inside the allocator may leave a lock
+ * held): end the process with the signal it was dying of, so that neither
+ * the exit status nor a core dump changes because of the report. */
+static void on_watchdog(int unused) {
+  (void)unused;
+  int sig = fatal_sig;
+  signal(sig, SIG_DFL);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, sig);
+  raise(sig);
+  sigprocmask(SIG_UNBLOCK, &set, NULL);
+  _exit(128 + sig);
+}
+
 static void on_fatal(int sig, siginfo_t *info, void *ctx) {
-  /* a crash inside the allocator may leave a lock held: if the summary
-   * cannot be taken within a few seconds, SIGALRM ends the process */
-  alarm(5);
+  fatal_sig = sig;
+  struct sigaction wd, old_wd;
+  memset(&wd, 0, sizeof wd);
+  wd.sa_handler = on_watchdog;
+  sigemptyset(&wd.sa_mask);
+  sigaction(SIGALRM, &wd, &old_wd);
+  unsigned pending_alarm = alarm(5);
   _hpcmem_report_local("signal", sig);
-  alarm(0);
+  alarm(pending_alarm);
+  sigaction(SIGALRM, &old_wd, NULL);
   for (size_t i = 0; i < NCAUGHT; i++) {
     if (caught[i] != sig) continue;
     struct sigaction *old = &previous[i];

@@ -4,7 +4,9 @@
  *   report_ranks overlap MIB   all ranks hold their memory at the same time
  *   report_ranks phased MIB    one rank after the other, 40 ms apart, so the
  *                              job's peak over time is one rank's, not the sum
- * Plain malloc/free: the numbers in the report come from libhpcmem. */
+ * Plain malloc/free: the numbers in the report come from libhpcmem.
+ * With HPCMEM_TEST_INIT_THREAD=1 in the environment it starts with
+ * MPI_Init_thread(MPI_THREAD_MULTIPLE). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,8 +38,11 @@ static void release(void **blocks) {
 }
 
 int main(int argc, char **argv) {
-  int rank, size;
-  MPI_Init(&argc, &argv);
+  int rank, size, provided;
+  /* HPCMEM_TEST_INIT_THREAD=1: start through MPI_Init_thread instead */
+  const char *thread = getenv("HPCMEM_TEST_INIT_THREAD");
+  if (thread && *thread == '1') MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  else MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   int phased = argc > 1 && strcmp(argv[1], "phased") == 0;

@@ -57,8 +57,9 @@ else fail phased_run "exit $(cat "$tmp/phased.rc"), json '$f'"; sed -n 1,20p "$t
 if grep -q '^libhpcmem: peak_bytes ' "$tmp/phased.err"; then ok full_banner_table
 else fail full_banner_table "no per-field table in the full banner"; fi
 
-# --- the imbalance threshold is an option: 50% is not exceeded by 37.5%
-run threshold overlap HPCMEM_IMBALANCE_THRESHOLD=50
+# --- the imbalance threshold is an option: 50% is not exceeded by 37.5%;
+#     this run starts with MPI_Init_thread
+run threshold overlap HPCMEM_IMBALANCE_THRESHOLD=50 HPCMEM_TEST_INIT_THREAD=1
 f=$(json threshold)
 [ -n "$f" ] && { python3 "$check" job "$f" --suite report.threshold50 --np $np --mib $mib \
     --overhead-mib $overhead --layout overlap --threshold 50 || fails=$((fails + 1)); }
