@@ -403,18 +403,26 @@ static const struct {
 };
 #define NLEVELS ((int)(sizeof levels / sizeof levels[0]))
 
-/* Objects of a level that hold cpus; NUMA nodes sharing their cpus (DRAM and
- * MCDRAM of one KNL cluster) count once. */
+/* Does NUMA node o stand for no locality of its own: it shares its cpus with
+ * an earlier node (DRAM and MCDRAM of one KNL cluster), or it spans other
+ * nodes' cpus (memory attached to a whole package or machine, like CXL)? */
+static int numa_covered(hwloc_obj_t o) {
+  for (hwloc_obj_t e = hwloc_get_next_obj_by_type(T.topo, HWLOC_OBJ_NUMANODE, NULL); e;
+       e = hwloc_get_next_obj_by_type(T.topo, HWLOC_OBJ_NUMANODE, e)) {
+    if (e == o || !e->cpuset || hwloc_bitmap_iszero(e->cpuset)) continue;
+    if (hwloc_bitmap_isequal(e->cpuset, o->cpuset) ? e->logical_index < o->logical_index
+                                                   : hwloc_bitmap_isincluded(e->cpuset, o->cpuset))
+      return 1;
+  }
+  return 0;
+}
+
+/* Objects of a level that hold cpus, NUMA nodes once per locality. */
 static int level_next(hwloc_obj_type_t type, hwloc_obj_t prev, hwloc_obj_t *out) {
   for (hwloc_obj_t o = hwloc_get_next_obj_by_type(T.topo, type, prev); o;
        o = hwloc_get_next_obj_by_type(T.topo, type, o)) {
     if (!o->cpuset || hwloc_bitmap_iszero(o->cpuset)) continue;
-    int dup = 0;
-    if (type == HWLOC_OBJ_NUMANODE)
-      for (hwloc_obj_t e = hwloc_get_next_obj_by_type(T.topo, type, NULL); e != o && !dup;
-           e = hwloc_get_next_obj_by_type(T.topo, type, e))
-        dup = hwloc_bitmap_isequal(e->cpuset, o->cpuset);
-    if (dup) continue;
+    if (type == HWLOC_OBJ_NUMANODE && numa_covered(o)) continue;
     *out = o;
     return 1;
   }

@@ -576,6 +576,20 @@ TEST_F(topo_group_count, numa_nodes_finer_than_the_llc) {
   EXPECT_STREQ(_hpcmem_topo_group_level(), "NUMA node");
 }
 
+TEST_F(topo_group_count, memory_of_the_whole_machine_is_not_a_group) {
+  // node 2 hangs off the machine (all cpus), as CPU-less CXL or far memory does
+  setenv("HWLOC_SYNTHETIC", "[numa(memory=64GiB)] pack:2 [numa(memory=16GiB)] core:2 pu:1", 1);
+  ASSERT_EQ(load(nullptr).rc, 0);
+  ASSERT_EQ(_hpcmem_topo_numa_count(), 3);
+  EXPECT_EQ(_hpcmem_topo_group_count(0), 2);
+  EXPECT_STREQ(_hpcmem_topo_group_level(), "NUMA node");
+  EXPECT_EQ(_hpcmem_topo_cpu_group(1), 0);
+  EXPECT_EQ(_hpcmem_topo_cpu_group(2), 1);
+  EXPECT_EQ(_hpcmem_topo_cpu_numa(0), 0);  // the narrowest node, not the machine-wide one
+  EXPECT_EQ(_hpcmem_topo_cpu_numa(3), 1);
+  EXPECT_EQ(_hpcmem_topo_group_count(2), 2);
+}
+
 TEST_F(topo_group_count, HPCMEM_HEAPS_overrides) {
   ASSERT_EQ(load(data("2socket-4numa.xml")).rc, 0);
   set_options({"HPCMEM_HEAPS=3"});
