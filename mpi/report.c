@@ -361,8 +361,9 @@ static void banner_single(const hpcmem_report_t *r, const char *json_path, int f
     char why[48];
     if (r->signal) snprintf(why, sizeof why, "signal %d", r->signal);
     else snprintf(why, sizeof why, "%s", r->source);
-    line(fd, "rank 0: MPI_Finalize was not reached (%s); heap high-water mark %s; "
-         "per-rank summaries: %s/hpcmem-report-%s.rank*.json", why,
+    line(fd, "rank 0: %s (%s); heap high-water mark %s; per-rank summaries: "
+         "%s/hpcmem-report-%s.rank*.json",
+         r->mpi ? "MPI_Finalize was not reached" : "no MPI job report (MPI_Init not reached)", why,
          human(a, sizeof a, (double)v[HPCMEM_REC_peak_bytes]), dir, r->jobid);
   }
   if (r->mode == HPCMEM_REPORT_FULL) banner_full_table(r, fd);

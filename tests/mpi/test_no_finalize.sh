@@ -39,6 +39,29 @@ for how in exit abort segv; do
       --overhead-mib $overhead --source $source ${signal:+--signal $signal} || fails=$((fails + 1))
   done
 done
+# a program launched by mpirun that never calls MPI_Init at all (tests/mpi/lone:
+# 24 MiB peak, 8 MiB left at exit): the rank comes from the launcher's
+# environment, so each process still writes its own rank's file
+mkdir -p "$tmp/nompi"
+HPCMEM_REPORT=summary HPCMEM_REPORT_DIR="$tmp/nompi" \
+  timeout 60 "$top_builddir/tests/run-mpi.sh" 2 "$top_builddir/tests/mpi/lone" 24 8 > "$tmp/nompi.out" 2> "$tmp/nompi.err"
+rc=$?
+res=$(python3 - "$tmp/nompi" <<'PY'
+import glob, json, sys
+files = sorted(glob.glob(sys.argv[1] + "/hpcmem-report-*.rank*.json"))
+docs = [json.load(open(f)) for f in files]
+ok = len(docs) == 2 and sorted(d["rank"] for d in docs) == [0, 1] and all(
+    d["mpi"] is False and d["complete"] is False and d["job"]["ranks"] == 2 and
+    d["ranks"][0]["rank"] == d["rank"] and
+    24 << 20 <= d["ranks"][0]["peak_bytes"] <= (24 << 20) + (2 << 20) and
+    8 << 20 <= d["ranks"][0]["current_bytes"] <= (8 << 20) + (2 << 20) for d in docs)
+print("ok" if ok else "files %s: %s" % ([f.rsplit("/", 1)[1] for f in files],
+      [(d["rank"], d["mpi"], d["ranks"][0]["peak_bytes"]) for d in docs]))
+PY
+)
+if [ $rc = 0 ] && [ "$res" = ok ]; then ok before_mpi_init.rank_from_launcher
+else fail before_mpi_init.rank_from_launcher "exit $rc, $res"; fi
+
 # one line from rank 0 says where the summaries are
 if grep -q '^libhpcmem: rank 0: MPI_Finalize was not reached (exit)' "$tmp/exit.err"; then ok exit.banner
 else fail exit.banner "stderr: $(grep libhpcmem "$tmp/exit.err" | head -3)"; fi
