@@ -1,0 +1,148 @@
+#!/bin/sh
+# The bwamem kernel under every allocator: BWA0/1/2 (one reference, three
+# read sets, as in the Mmalloc paper), reads/s for 1..16 OpenMP threads.
+#
+#   benchmarks/bwamem/run.sh OUTDIR [--quick|--tiny|--full] [--sizes LIST]
+#                            [--threads LIST] [--allocs LIST] [--reps N] [--builddir DIR]
+#
+#   --full         the BWA0/1/2 presets as they are (20k, 80k, 320k reads)
+#   --quick        a quarter of the reads (what `make bench` runs), the default
+#   --tiny         2% of the reads, seconds in all (to exercise the runner)
+#   --sizes LIST   comma list out of bwa0,bwa1,bwa2
+#   --threads LIST thread counts (default 1,2,4,8,16)
+#   --allocs LIST  comma list out of glibc,jemalloc,tcmalloc,mimalloc,libhpcmem
+#   --reps N       runs per thread count, the fastest counts (default 1)
+#   --builddir DIR build directory (default: $top_builddir, the current directory)
+#
+# Writes OUTDIR/bwamem.md (tables), OUTDIR/bwamem.csv
+# (size,allocator,threads,reads_per_s,seconds), OUTDIR/*.svg (Figures 5 and 6
+# of the paper, redrawn from this run) and OUTDIR/logs/.
+set -u
+usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-64}"; }
+
+here=$(cd "$(dirname "$0")" && pwd)
+src=$(cd "$here/../.." && pwd)
+out=""; level=quick; sizes="bwa0,bwa1,bwa2"; threads="1,2,4,8,16"; allocs=""; reps=1; builddir=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --quick) level=quick ;;
+    --tiny) level=tiny ;;
+    --full) level=full ;;
+    --sizes) sizes=${2:?--sizes LIST}; shift ;;
+    --threads) threads=${2:?--threads LIST}; shift ;;
+    --allocs) allocs=${2:?--allocs LIST}; shift ;;
+    --reps) reps=${2:?--reps N}; shift ;;
+    --builddir) builddir=${2:?--builddir DIR}; shift ;;
+    -h|--help) usage 0 ;;
+    -*) echo "run.sh: unknown option $1" >&2; usage ;;
+    *) [ -z "$out" ] || usage; out=$1 ;;
+  esac
+  shift
+done
+[ -n "$out" ] || usage
+case $level in full) scale=1 ;; quick) scale=0.25 ;; tiny) scale=0.02 ;; esac
+for d in "$builddir" "${top_builddir:-}" "$PWD"; do
+  if [ -n "$d" ] && [ -x "$d/benchmarks/bwamem/bwamem" ]; then builddir=$d; break; fi
+done
+if [ -z "$builddir" ] || [ ! -x "$builddir/benchmarks/bwamem/bwamem" ]; then
+  echo "run.sh: no built benchmarks/bwamem/bwamem; build first (make) or pass --builddir" >&2
+  exit 1
+fi
+builddir=$(cd "$builddir" && pwd)
+mkdir -p "$out/logs" "$out/data" || exit 1
+out=$(cd "$out" && pwd)
+. "$src/benchmarks/common/allocators.sh"
+
+bench_allocators "$builddir" > "$out/allocators.txt"
+if [ -n "$allocs" ]; then
+  awk -F'|' -v want=",$allocs," 'index(want, "," $1 ",")' "$out/allocators.txt" > "$out/allocators.sel"
+  mv "$out/allocators.sel" "$out/allocators.txt"
+fi
+: > "$out/bwamem.csv"
+status=0
+for size in $(echo "$sizes" | tr ',' ' '); do
+  data=$out/data/$size-$level
+  if [ ! -f "$data.fq" ]; then
+    "$builddir/benchmarks/bwamem/bwagen" --preset="$size" --scale="$scale" "$data" > "$out/logs/gen-$size.log" 2>&1 \
+      || { echo "run.sh: bwagen --preset=$size failed" >&2; cat "$out/logs/gen-$size.log" >&2; exit 1; }
+  fi
+  while IFS='|' read -r name lib st; do
+    log=$out/logs/$size-$name.log
+    if [ "$st" != ok ]; then
+      echo "$size $name: $st" | tee "$log"
+      continue
+    fi
+    # runs in the logs directory: libhpcmem writes its report file into the current one
+    (cd "$out/logs" && env ${lib:+LD_PRELOAD=$lib} OMP_WAIT_POLICY=passive \
+       "$builddir/benchmarks/bwamem/bwamem" -t "$threads" --repeat="$reps" --name="$size" --label="$name" \
+       "$data.fa" "$data.fq") < /dev/null > "$log" 2>&1
+    rc=$?
+    awk '$1 == "#result" && $2 == "bwamem" { printf "%s,%s,%s,%s,%s\n", $3, $4, $5, $6, $7 }' "$log" >> "$out/bwamem.csv"
+    v=$(grep '^validation:' "$log" | cut -d: -f2 | cut -d' ' -f2)
+    echo "$size $name: rc=$rc validation=${v:-none} $(awk '$1 == "#result" { printf "%s:%s ", $5, $6 }' "$log")"
+    [ $rc -eq 0 ] && [ "$v" = "passed" ] || status=1
+  done < "$out/allocators.txt"
+done
+
+# ------------------------------------------------------------------ report
+{
+  echo "## BWA-MEM kernel: reads/s per allocator and thread count"
+  echo
+  ref=$(sed -n '1s/^bwagen: [^(]*(\([^)]*\)).*/\1/p' "$out/logs/gen-$(echo "$sizes" | cut -d, -f1).log")
+  echo "One synthetic reference ($ref) and three read sets of 100-base reads, BWA0/1/2"
+  echo "at $scale x the presets' read counts (level $level); \`bwagen --preset=SIZE --scale=$scale\` made them."
+  echo "Every run checks its alignments against the generator's true positions. Per allocator:"
+  echo
+  echo '```'
+  echo "env LD_PRELOAD=<allocator> benchmarks/bwamem/bwamem -t $threads --repeat=$reps REF.fa READS.fq"
+  echo '```'
+  echo
+  while IFS='|' read -r name lib st; do
+    [ "$st" = ok ] || echo "- $name: $st"
+  done < "$out/allocators.txt"
+  for size in $(echo "$sizes" | tr ',' ' '); do
+    echo
+    echo "### $size ($(grep -c '^+$' "$out/data/$size-$level.fq" 2>/dev/null) reads)"
+    echo
+    awk -F, -v size="$size" '
+      $1 == size { if (!(($2) in seen)) { seen[$2] = 1; order[++na] = $2 }
+                   if (!(($3) in tseen)) { tseen[$3] = 1; th[++nt] = $3 }
+                   rate[$2, $3] = $4 }
+      END {
+        if (na == 0) { print "(no results)"; exit }
+        printf "| threads |"; for (a = 1; a <= na; a++) printf " %s |", order[a]; printf "\n"
+        printf "|---:|"; for (a = 1; a <= na; a++) printf "---:|"; printf "\n"
+        for (t = 1; t <= nt; t++) {
+          best = 0; for (a = 1; a <= na; a++) if (rate[order[a], th[t]] > best) best = rate[order[a], th[t]]
+          printf "| %s |", th[t]
+          for (a = 1; a <= na; a++) {
+            v = rate[order[a], th[t]]
+            printf (v == best ? " **%.0f** |" : " %.0f |"), v
+          }
+          printf "\n"
+        }
+      }' "$out/bwamem.csv"
+    echo
+    echo "![reads/s, $size]($size-threads.svg)"
+  done
+  echo
+  echo "![time at the largest thread count](bwamem-time.svg)"
+} > "$out/bwamem.md"
+
+if command -v python3 >/dev/null 2>&1; then
+  plot=$src/benchmarks/common/svgplot.py
+  maxt=$(echo "$threads" | tr ',' '\n' | sort -n | tail -1)
+  for size in $(echo "$sizes" | tr ',' ' '); do
+    awk -F, -v s="$size" '$1 == s { print $2 "," $3 "," $4 }' "$out/bwamem.csv" > "$out/$size-threads.csv"
+    [ -s "$out/$size-threads.csv" ] && python3 "$plot" lines "$out/$size-threads.svg" "$out/$size-threads.csv" \
+      --title "bwamem $size: scalability (cf. Mmalloc Fig. 6)" --xlabel "OpenMP threads" --ylabel "reads/s"
+    rm -f "$out/$size-threads.csv"
+  done
+  awk -F, -v t="$maxt" '$3 == t { print $1 "," $2 "," $5 }' "$out/bwamem.csv" > "$out/time.csv"
+  [ -s "$out/time.csv" ] && python3 "$plot" bars "$out/bwamem-time.svg" "$out/time.csv" \
+    --title "bwamem: seconds at $maxt threads (cf. Mmalloc Fig. 5)" --xlabel "data set" --ylabel "seconds"
+  rm -f "$out/time.csv"
+else
+  echo "run.sh: no python3, no SVG plots" >&2
+fi
+exit $status

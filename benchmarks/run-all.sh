@@ -1,0 +1,233 @@
+#!/bin/sh
+# All of libhpcmem's ported benchmarks in one go, with the peers' allocators
+# measured in the same run; writes OUTDIR/results.md and SVG plots.
+#
+#   benchmarks/run-all.sh OUTDIR [--quick|--full] [--builddir DIR] [--skip LIST]
+#
+#   --quick        small sizes, under ~10 minutes on 2 cores (what `make bench` runs)
+#   --full         the sizes BENCHMARKS.md quotes (about an hour on 2 cores)
+#   --tiny         seconds per benchmark: checks the runner itself, figures mean nothing
+#   --builddir DIR build directory with the programs (default: $top_builddir or .)
+#   --skip LIST    comma list out of stream,bwamem,minife,alloc
+#
+# STREAM and the BWA-MEM kernel run the same binary under each allocator
+# (glibc, jemalloc, tcmalloc, mimalloc, libhpcmem) through LD_PRELOAD; miniFE
+# links libhpcmem and shows its report; benchmarks/alloc/run.sh, when present,
+# adds the allocator micro-benchmarks.  Exit status 1 if any run failed to
+# validate its results.
+set -u
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-64}"; }
+
+here=$(cd "$(dirname "$0")" && pwd)
+src=$(cd "$here/.." && pwd)
+out=""; level=quick; builddir=""; skip=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --quick) level=quick ;;
+    --full) level=full ;;
+    --tiny) level=tiny ;;
+    --builddir) builddir=${2:?--builddir DIR}; shift ;;
+    --skip) skip=${2:?--skip LIST}; shift ;;
+    -h|--help) usage 0 ;;
+    -*) echo "run-all.sh: unknown option $1" >&2; usage ;;
+    *) [ -z "$out" ] || usage; out=$1 ;;
+  esac
+  shift
+done
+[ -n "$out" ] || usage
+for d in "$builddir" "${top_builddir:-}" "$PWD"; do
+  if [ -n "$d" ] && [ -x "$d/benchmarks/bwamem/bwamem" ]; then builddir=$d; break; fi
+done
+if [ -z "$builddir" ] || [ ! -x "$builddir/benchmarks/bwamem/bwamem" ]; then
+  echo "run-all.sh: no built benchmarks found; run make first or pass --builddir" >&2
+  exit 1
+fi
+builddir=$(cd "$builddir" && pwd)
+mkdir -p "$out/logs" || exit 1
+out=$(cd "$out" && pwd)
+plot=$src/benchmarks/common/svgplot.py
+have_python=no; command -v python3 >/dev/null 2>&1 && have_python=yes
+wanted() { case ",$skip," in *",$1,"*) return 1 ;; esac; return 0; }
+. "$src/benchmarks/common/allocators.sh"
+bench_allocators "$builddir" > "$out/allocators.txt"
+run_mpi=$builddir/tests/run-mpi.sh
+status=0
+md=$out/results.md
+note() { echo "run-all.sh: $*" >&2; }
+
+# ------------------------------------------------------------------ machine
+{
+  echo "# libhpcmem benchmark results"
+  echo
+  echo "Made by \`benchmarks/run-all.sh $(basename "$out") --$level\` on $(date -u '+%Y-%m-%d %H:%M UTC')"
+  rev=$(git -C "$src" rev-parse --short HEAD 2>/dev/null) && echo "at commit $rev."
+  echo
+  echo "## Machine"
+  echo
+  echo "| | |"
+  echo "|---|---|"
+  echo "| CPU | $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores online |"
+  echo "| caches | $(lscpu 2>/dev/null | awk -F: '/^L[123].* cache/ { gsub(/^ +/, "", $2); printf "%s %s; ", $1, $2 }') |"
+  echo "| memory | $(awk '/^MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo), $(lscpu 2>/dev/null | sed -n 's/^NUMA node(s): *//p') NUMA node(s) |"
+  echo "| system | $(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME"), Linux $(uname -r) |"
+  echo "| compiler | $(${CC:-cc} --version 2>/dev/null | head -1) |"
+  echo "| MPI | $(mpirun --version 2>/dev/null | head -1) |"
+  echo "| load at start | $(cut -d' ' -f1-3 /proc/loadavg) (the machine may be shared: figures are noisy) |"
+  echo
+  echo "Allocators (the same binaries under LD_PRELOAD):"
+  echo
+  while IFS='|' read -r name lib st; do
+    if [ "$st" = ok ]; then echo "- $name: ${lib:-the C library's own malloc}"; else echo "- $name: $st"; fi
+  done < "$out/allocators.txt"
+} > "$md"
+
+# ------------------------------------------------------------------ STREAM
+if wanted stream && [ -x "$builddir/benchmarks/stream/stream" ]; then
+  t0=$(date +%s)
+  ntimes=10; size_opt=""
+  case $level in full) ntimes=20 ;; tiny) ntimes=3; size_opt=--array-size=8M ;; esac
+  : > "$out/stream.csv"
+  while IFS='|' read -r name lib st; do
+    [ "$st" = ok ] || continue
+    log=$out/logs/stream-$name.log
+    (cd "$out/logs" && OMP_NUM_THREADS=1 "$run_mpi" 2 env ${lib:+LD_PRELOAD=$lib} \
+       "$builddir/benchmarks/stream/stream" --ntimes=$ntimes $size_opt) < /dev/null > "$log" 2>&1 || status=1
+    awk -v a="$name" '$1 == "#result" && $2 == "stream" { printf "%s,%s,%s,%s,%s,%s\n", a, $3, $4, $5, $6, $7 }' \
+      "$log" >> "$out/stream.csv"
+    grep -q 'validation: FAILED' "$log" && status=1
+    note "stream $name: $(awk -F, -v a="$name" '$1 == a && $2 == "malloc" { printf "%s %s  ", $3, $4 }' "$out/stream.csv")"
+  done < "$out/allocators.txt"
+  first=$(awk -F'|' '$3 == "ok" { print $1; exit }' "$out/allocators.txt")
+  {
+    echo
+    echo "## STREAM"
+    echo
+XX
+    echo "($(sed -n 's/.*last-level cache \([^;]*\);.*/\1/p' "$out/logs/stream-$first.log") last-level cache), best of $((ntimes - 1)) repetitions, MB/s of all ranks together."
+    echo "\`plain\` is the malloc variant, \`aligned\` the 2 MiB-aligned one; (x) is the ratio against glibc's plain malloc."
+    echo
+    echo '```'
+    echo "OMP_NUM_THREADS=1 tests/run-mpi.sh 2 env LD_PRELOAD=<allocator> benchmarks/stream/stream --ntimes=$ntimes $size_opt"
+    echo '```'
+    echo
+    echo "| allocator | variant | Copy | Scale | Add | Triad | validation |"
+    echo "|---|---|---:|---:|---:|---:|---|"
+    awk -F, '
+      { key = $1 SUBSEP $2; if (!(key in seen)) { seen[key] = 1; rows[++n] = key }
+        v[key, $3] = $4; ok[key] = ($6 == "valid" && ok[key] != "invalid") ? "valid" : "invalid"
+        if (base == "") base = $1 }
+      $1 == base && $2 == "malloc" { b[$3] = $4 }
+      END {
+        for (i = 1; i <= n; i++) {
+          split(rows[i], k, SUBSEP)
+          printf "| %s | %s |", k[1], k[2] == "malloc" ? "plain" : k[2] == "malloc-aligned" ? "aligned" : k[2]
+          split("Copy Scale Add Triad", ks, " ")
+          for (j = 1; j <= 4; j++) printf " %.0f (%.2fx) |", v[rows[i], ks[j]], v[rows[i], ks[j]] / b[ks[j]]
+          printf " %s |\n", ok[rows[i]] == "valid" ? "passed" : "FAILED"
+        }
+      }' "$out/stream.csv"
+    echo
+    sed -n 's/^variant \([^:]*\): not available: \(.*\)/- variant `\1`: not available (\2)/p' "$out/logs/stream-$first.log"
+    echo
+    echo "$(grep -m1 '^PAPI:' "$out/logs/stream-$first.log")"
+    echo
+    echo "![STREAM](stream.svg)"
+    echo
+    echo "($(($(date +%s) - t0)) s)"
+  } >> "$md"
+  if [ $have_python = yes ]; then
+    awk -F, '$2 == "malloc" { print $3 "," $1 "," $4 }' "$out/stream.csv" > "$out/stream-plot.csv"
+    python3 "$plot" bars "$out/stream.svg" "$out/stream-plot.csv" --title "STREAM, plain malloc, 2 ranks" \
+      --xlabel kernel --ylabel "MB/s" && rm -f "$out/stream-plot.csv"
+  fi
+fi
+
+# ------------------------------------------------------------------ BWA-MEM kernel
+if wanted bwamem; then
+  t0=$(date +%s)
+  sh "$src/benchmarks/bwamem/run.sh" "$out/bwamem" --$level --builddir "$builddir" >&2 || status=1
+  {
+    echo
+    sed -e 's/^## /## /' -e 's/](\([^/h][^)]*\.svg\))/](bwamem\/\1)/' "$out/bwamem/bwamem.md"
+    echo
+    echo "($(($(date +%s) - t0)) s; logs in bwamem/logs/)"
+  } >> "$md"
+fi
+
+# ------------------------------------------------------------------ miniFE
+if wanted minife && [ -x "$builddir/miniapps/minife/minife" ]; then
+  t0=$(date +%s)
+  case $level in full) n=80 ;; tiny) n=12 ;; *) n=40 ;; esac
+  : > "$out/minife.csv"
+  # label|ranks|threads|extra options
+  for cfg in "1 rank x 2 threads|1|2|" "2 ranks x 1 thread|2|1|" "4 ranks x 1 thread|4|1|" \
+             "4 ranks uneven (--imbalance=1)|4|1|--imbalance=1"; do
+    label=${cfg%%|*}; rest=${cfg#*|}; np=${rest%%|*}; rest=${rest#*|}; nt=${rest%%|*}; extra=${rest#*|}
+    log=$out/logs/minife-np$np-t$nt${extra:+-uneven}.log
+    (cd "$out/logs" && OMP_NUM_THREADS=$nt "$run_mpi" "$np" "$builddir/miniapps/minife/minife" $n $extra) < /dev/null > "$log" 2>&1 \
+      || status=1
+    awk -v l="$label" '$1 == "#result" && $2 == "minife" { printf "%s,%s,%s,%s,%s,%s,%s,%s\n", l, $8, $9, $10, $11, $12, $13, $14 }' \
+      "$log" >> "$out/minife.csv"
+    note "minife $label: $(grep '^setup' "$log")"
+  done
+  {
+    echo
+    echo "## miniFE"
+    echo
+    echo "$n x $n x $n elements ($(( (n + 1) * (n + 1) * (n + 1) )) unknowns), CG to a relative residual of 1e-10;"
+    echo "linked with libhpcmem, whose report at MPI_Finalize follows the runs. The error is the largest"
+    echo "nodal difference from the exact solution (limit 2.5 h^2)."
+    echo
+    echo '```'
+    echo "OMP_NUM_THREADS=T tests/run-mpi.sh NP miniapps/minife/minife $n [--imbalance=1]"
+    echo '```'
+    echo
+    echo "| run | setup s | assembly s | solve s | CG iterations | residual | error | verification |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---|"
+    awk -F, '{ printf "| %s | %.3f | %.3f | %.3f | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8 }' "$out/minife.csv"
+    echo
+    echo "Per-rank table and libhpcmem's report of the uneven run:"
+    echo
+    echo '```'
+    sed -n '/^ rank  planes/,/^imbalance/p' "$out/logs/minife-np4-t1-uneven.log"
+    grep '^libhpcmem:' "$out/logs/minife-np4-t1-uneven.log"
+    echo '```'
+    echo
+    echo "![miniFE phases](minife.svg)"
+    echo
+    echo "($(($(date +%s) - t0)) s)"
+  } >> "$md"
+  grep -q ',failed$' "$out/minife.csv" && status=1
+  if [ $have_python = yes ]; then
+    awk -F, '{ print $1 ",setup," $2; print $1 ",assembly," $3; print $1 ",solve," $4 }' "$out/minife.csv" \
+      > "$out/minife-plot.csv"
+    python3 "$plot" bars "$out/minife.svg" "$out/minife-plot.csv" --title "miniFE $n^3: time per phase" \
+      --xlabel "" --ylabel seconds && rm -f "$out/minife-plot.csv"
+  fi
+fi
+
+# ------------------------------------------------------------------ allocator micro-benchmarks
+if wanted alloc && [ -f "$src/benchmarks/alloc/run.sh" ]; then
+  t0=$(date +%s)
+  if sh "$src/benchmarks/alloc/run.sh" "$out/alloc" --$level --builddir "$builddir" >&2 && [ -f "$out/alloc/alloc.md" ]; then
+    {
+      echo
+      echo "## Allocator micro-benchmarks (benchmarks/alloc)"
+      echo
+      sed -e 's/^#/##/' -e 's/](\([^/h#][^)]*\))/](alloc\/\1)/' "$out/alloc/alloc.md"
+      echo
+      echo "($(($(date +%s) - t0)) s)"
+    } >> "$md"
+  else
+    status=1
+    printf '\n## Allocator micro-benchmarks\n\nbenchmarks/alloc/run.sh failed; see alloc/.\n' >> "$md"
+  fi
+fi
+
+{
+  echo
+  echo "Load at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
+  [ $have_python = yes ] || echo "No python3 here: no SVG plots."
+} >> "$md"
+echo "run-all.sh: wrote $md" >&2
+exit $status
