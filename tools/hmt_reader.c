@@ -155,8 +155,23 @@ static int load_payload(hmt_reader_t *r, const blk_t *k, hmt_error_t *e) {
 }
 
 /* Decompress r->stored into *raw (raw_len bytes exactly). */
+/* No codec of ours expands data by more than this: a header claiming more
+ * is damaged, and must not make us allocate a gigabyte. */
+#define MAX_RATIO 8192
+#define RATIO_SLACK (1u << 20)
+
 static int decompress(hmt_reader_t *r, const blk_t *k, uint8_t **raw, size_t *cap, hmt_error_t *e) {
   size_t rl = k->b.raw_len;
+  if (k->b.codec != HMT_CODEC_NONE && rl > (uint64_t)k->b.stored_len * MAX_RATIO + RATIO_SLACK)
+    return fail(r, e, HMT_E_RANGE, k->off, "block claims %zu bytes from %u compressed bytes", rl, k->b.stored_len);
+#ifdef HAVE_ZSTD
+  if (k->b.codec == HMT_CODEC_ZSTD) {
+    unsigned long long cs = ZSTD_getFrameContentSize(r->stored, k->b.stored_len);
+    if (cs != rl)
+      return fail(r, e, HMT_E_RECORD, k->off, "zstd frame holds %lld bytes, the block header says %zu",
+                  cs == ZSTD_CONTENTSIZE_UNKNOWN || cs == ZSTD_CONTENTSIZE_ERROR ? -1LL : (long long)cs, rl);
+  }
+#endif
   if (grow_buf(raw, cap, rl + 1)) return fail(r, e, -ENOMEM, k->off, "out of memory");
   switch (k->b.codec) {
     case HMT_CODEC_NONE:

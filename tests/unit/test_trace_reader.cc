@@ -1,0 +1,502 @@
+// Tests of the trace reader (tools/hmt_reader.c) on damaged input: every
+// kind of damage gives an error that names the file and the offset; a file
+// cut at any byte is read up to its last complete block; any flipped byte
+// is caught; salvage mode skips what is damaged; the committed corpus
+// (tests/trace/corpus/) runs through the fuzz target without a crash.
+//
+// HPCMEM_WRITE_CORPUS=DIR ./test_trace_reader writes the crafted inputs
+// into DIR (how tests/trace/corpus/ was made; also seeds the fuzzer).
+#include <gtest/gtest.h>
+#include <dirent.h>
+#include <unistd.h>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+extern "C" {
+#include "hmt_reader.h"
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int hmt_fuzz_read_path(const char *path, int flags);
+void hmt_fuzz_fix_checksums(uint8_t *d, size_t n);
+}
+
+namespace {
+
+typedef std::vector<uint8_t> bytes;
+
+// ---- building files by hand, with the format header's encoders ----------
+
+hmt_header_t default_header() {
+  hmt_header_t h;
+  memset(&h, 0, sizeof h);
+  h.version_major = HMT_VERSION_MAJOR;
+  h.rank = 1; h.size = 4; h.pid = 4242;
+  h.start_ns = 1000000;
+  h.pointer_size = 8; h.page_size = 4096; h.max_depth = 64; h.buffer_size = 65536;
+  strcpy(h.hostname, "node7");
+  strcpy(h.jobid, "job99");
+  return h;
+}
+
+bytes header_bytes(const hmt_header_t &h) {
+  bytes b(HMT_HEADER_SIZE);
+  hmt_header_encode(&h, b.data());
+  return b;
+}
+
+void append_block(bytes &f, uint8_t type, uint8_t codec, const bytes &payload, uint32_t tid = 0,
+                  uint32_t count = 0, uint64_t base_time = 0, uint32_t raw_len = UINT32_MAX) {
+  hmt_block_t blk;
+  memset(&blk, 0, sizeof blk);
+  blk.type = type; blk.codec = codec;
+  blk.stored_len = (uint32_t)payload.size();
+  blk.raw_len = raw_len == UINT32_MAX ? (uint32_t)payload.size() : raw_len;
+  blk.tid = tid; blk.count = count; blk.base_time = base_time;
+  blk.payload_crc = hmt_crc32c(0, payload.data(), payload.size());
+  uint8_t h[HMT_BLOCK_HEADER_SIZE];
+  hmt_block_encode(&blk, h);
+  f.insert(f.end(), h, h + sizeof h);
+  f.insert(f.end(), payload.begin(), payload.end());
+}
+
+struct Ev { unsigned type; uint64_t t, ptr, old, size, align, stack; };
+
+// An EVENTS payload (codec none) with a stack definition for each new id.
+bytes events_payload(const std::vector<Ev> &evs, uint64_t base_time, uint32_t *count,
+                     const std::map<uint64_t, std::vector<uint64_t>> &stacks = {}) {
+  bytes b(64 * (evs.size() + 1) + 4096);
+  uint8_t *p = b.data();
+  hmt_state_t st = {base_time, 0, 0};
+  std::map<uint64_t, bool> defined;
+  *count = 0;
+  for (auto &e : evs) {
+    if (e.stack && stacks.count(e.stack) && !defined[e.stack]) {
+      auto &f = stacks.at(e.stack);
+      p = hmt_encode_stack(p, e.stack, f.data(), (uint32_t)f.size());
+      defined[e.stack] = true;
+      ++*count;
+    }
+    p = hmt_encode_event(p, &st, e.type, 0, e.t, e.ptr, e.old, e.size, e.align, e.stack);
+    ++*count;
+  }
+  b.resize((size_t)(p - b.data()));
+  return b;
+}
+
+bytes modules_payload() {
+  bytes b(256);
+  uint8_t *p = b.data();
+  p = hmt_put_varint(p, 1);
+  p = hmt_put_varint(p, 0x400000); p = hmt_put_varint(p, 0x400000); p = hmt_put_varint(p, 0x500000);
+  p = hmt_put_varint(p, 4); memcpy(p, "\x01\x02\x03\x04", 4); p += 4;
+  p = hmt_put_varint(p, 8); memcpy(p, "/bin/app", 8); p += 8;
+  b.resize((size_t)(p - b.data()));
+  return b;
+}
+
+bytes flush_payload(uint64_t reason) {
+  bytes b(64);
+  uint8_t *p = b.data();
+  p = hmt_put_varint(p, reason);
+  p = hmt_put_varint(p, 99);
+  p = hmt_put_varint(p, 2);
+  p = hmt_put_varint(p, 3);  // events
+  p = hmt_put_varint(p, 1);  // stacks
+  b.resize((size_t)(p - b.data()));
+  return b;
+}
+
+// A small valid file: two threads, three events each, one stack, modules, flush.
+bytes valid_file() {
+  bytes f = header_bytes(default_header());
+  append_block(f, HMT_BLOCK_MODULES, HMT_CODEC_NONE, modules_payload());
+  std::map<uint64_t, std::vector<uint64_t>> stacks = {{1, {0x401000, 0x402000, 0x403000}}};
+  uint32_t n;
+  bytes a = events_payload({{HPCMEM_EV_MALLOC, 100, 0x1000, 0, 10, 0, 1},
+                            {HPCMEM_EV_CALLOC, 300, 0x2000, 0, 20, 0, 1},
+                            {HPCMEM_EV_FREE, 500, 0x1000, 0, 0, 0, 0}}, 100, &n, stacks);
+  append_block(f, HMT_BLOCK_EVENTS, HMT_CODEC_NONE, a, 11, n, 100);
+  bytes b = events_payload({{HPCMEM_EV_MEMALIGN, 200, 0x3000, 0, 30, 64, 1},
+                            {HPCMEM_EV_REALLOC, 400, 0x4000, 0x3000, 40, 0, 1},
+                            {HPCMEM_EV_FREE, 600, 0x2000, 0, 0, 0, 0}}, 200, &n);
+  append_block(f, HMT_BLOCK_EVENTS, HMT_CODEC_NONE, b, 12, n, 200);
+  append_block(f, HMT_BLOCK_FLUSH, HMT_CODEC_NONE, flush_payload(HMT_FLUSH_EXIT));
+  return f;
+}
+
+std::string tmpdir() {
+  static std::string d;
+  if (d.empty()) {
+    char t[] = "/tmp/hpcmem-reader-test-XXXXXX";
+    d = mkdtemp(t);
+  }
+  return d;
+}
+
+std::string write_file(const std::string &name, const bytes &b) {
+  std::string path = tmpdir() + "/" + name;
+  std::ofstream(path, std::ios::binary).write((const char *)b.data(), (std::streamsize)b.size());
+  return path;
+}
+
+struct Result {
+  int open_rc = 0, next_rc = 0;
+  std::string message;
+  uint64_t offset = 0;
+  std::vector<hmt_event_t> events;
+  hmt_info_t info{};
+};
+
+Result read_all(const std::string &path, int flags = 0) {
+  Result res;
+  hmt_reader_t *r;
+  hmt_error_t err;
+  res.open_rc = hmt_open(path.c_str(), flags, &r, &err);
+  if (res.open_rc) { res.message = err.message; res.offset = err.offset; return res; }
+  hmt_event_t ev;
+  while ((res.next_rc = hmt_next(r, &ev)) == 1) res.events.push_back(ev);
+  if (res.next_rc < 0) { res.message = hmt_error(r)->message; res.offset = hmt_error(r)->offset; }
+  res.info = *hmt_info(r);
+  hmt_close(r);
+  return res;
+}
+
+// Every crafted input: name -> bytes.  The prefix says what the reader must
+// make of it: ok- reads cleanly, trunc- reads and flags truncation, err- fails.
+std::map<std::string, bytes> crafted() {
+  std::map<std::string, bytes> c;
+  bytes good = valid_file();
+  c["ok-valid"] = good;
+  c["ok-header-only"] = header_bytes(default_header());
+  c["err-empty"] = {};
+  c["err-short-header"] = bytes(good.begin(), good.begin() + 100);
+  bytes x = good; x[0] = 'X'; c["err-bad-magic"] = x;
+  hmt_header_t h = default_header(); h.version_major = 2; c["err-version-2"] = header_bytes(h);
+  x = good; x[100] ^= 1; c["err-header-checksum"] = x;
+  h = default_header(); h.rank = 9; c["err-rank-out-of-range"] = header_bytes(h);
+  x = good; x[256] ^= 0xff; c["err-block-magic"] = x;
+  x = good; x[256 + 20] ^= 1; c["err-block-header-checksum"] = x;
+  x = good; x[good.size() - 70] ^= 0x40; c["err-payload-checksum"] = x;
+  c["trunc-mid-block"] = bytes(good.begin(), good.end() - 10);
+  c["trunc-mid-block-header"] = bytes(good.begin(), good.begin() + 256 + 30);
+  // well-formed checksums around bad contents
+  bytes f = header_bytes(default_header());
+  append_block(f, HMT_BLOCK_EVENTS, HMT_CODEC_NONE, {0x07}, 1, 1, 0);
+  c["err-bad-record-type"] = f;
+  f = header_bytes(default_header());
+  append_block(f, HMT_BLOCK_EVENTS, HMT_CODEC_NONE, {HPCMEM_EV_MALLOC, 0x80, 0x80}, 1, 1, 0);
+  c["err-record-runs-off-the-block"] = f;
+  f = header_bytes(default_header());
+  append_block(f, HMT_BLOCK_EVENTS, HMT_CODEC_NONE, {HPCMEM_EV_FREE | HMT_TAG_SAME_STACK, 1, 2}, 1, 1, 0);
+  c["err-free-with-stack-flag"] = f;
+  f = header_bytes(default_header());
+  {
+    uint32_t n;
+    bytes p = events_payload({{HPCMEM_EV_MALLOC, 5, 0x10, 0, 1, 0, 0}}, 0, &n);
+    append_block(f, HMT_BLOCK_EVENTS, HMT_CODEC_NONE, p, 1, n + 5, 0);
+  }
+  c["err-count-mismatch"] = f;
+  f = header_bytes(default_header());
+  {
+    bytes p(16);
+    uint8_t *q = p.data();
+    *q++ = HMT_REC_STACK;
+    q = hmt_put_varint(q, 1);
+    q = hmt_put_varint(q, HMT_MAX_DEPTH + 1);
+    p.resize((size_t)(q - p.data()));
+    append_block(f, HMT_BLOCK_EVENTS, HMT_CODEC_NONE, p, 1, 1, 0);
+  }
+  c["err-stack-too-deep"] = f;
+  f = header_bytes(default_header());
+  append_block(f, HMT_BLOCK_EVENTS, HMT_CODEC_ZSTD, {1, 2, 3, 4, 5, 6, 7, 8}, 1, 1, 0, 1u << 29);
+  c["err-zstd-claims-a-huge-block"] = f;
+  f = header_bytes(default_header());
+  append_block(f, HMT_BLOCK_EVENTS, HMT_CODEC_ZLIB, {1, 2, 3, 4, 5, 6, 7, 8}, 1, 1, 0, 100);
+  c["err-zlib-garbage"] = f;
+  f = header_bytes(default_header());
+  {
+    bytes m(8);
+    uint8_t *q = m.data();
+    q = hmt_put_varint(q, 3);  // three modules, none there
+    m.resize((size_t)(q - m.data()));
+    append_block(f, HMT_BLOCK_MODULES, HMT_CODEC_NONE, m);
+  }
+  c["err-modules-short"] = f;
+  f = header_bytes(default_header());
+  append_block(f, HMT_BLOCK_FLUSH, HMT_CODEC_NONE, {0x80});
+  c["err-flush-malformed"] = f;
+  // a block of a type this version does not know is skipped by its length
+  f = good;
+  append_block(f, 77, HMT_CODEC_NONE, {1, 2, 3});
+  c["ok-unknown-block-type"] = f;
+  // an extension record inside events is skipped
+  f = header_bytes(default_header());
+  {
+    bytes p = {HMT_REC_EXT, 5, 3, 'a', 'b', 'c'};
+    uint32_t n;
+    bytes e = events_payload({{HPCMEM_EV_MALLOC, 5, 0x10, 0, 1, 0, 0}}, 0, &n);
+    p.insert(p.end(), e.begin(), e.end());
+    append_block(f, HMT_BLOCK_EVENTS, HMT_CODEC_NONE, p, 1, n + 1, 0);
+  }
+  c["ok-extension-record"] = f;
+  return c;
+}
+
+TEST(hmt_open, valid_hand_made_file_reads_exactly) {
+  Result r = read_all(write_file("valid.hmt", valid_file()));
+  ASSERT_EQ(r.open_rc, 0) << r.message;
+  ASSERT_EQ(r.next_rc, 0) << r.message;
+  ASSERT_EQ(r.events.size(), 6u);
+  // merged in time order across the two threads
+  uint64_t want_t[] = {100, 200, 300, 400, 500, 600};
+  uint32_t want_tid[] = {11, 12, 11, 12, 11, 12};
+  unsigned want_type[] = {HPCMEM_EV_MALLOC, HPCMEM_EV_MEMALIGN, HPCMEM_EV_CALLOC, HPCMEM_EV_REALLOC,
+                          HPCMEM_EV_FREE, HPCMEM_EV_FREE};
+  for (int i = 0; i < 6; i++) {
+    EXPECT_EQ(r.events[i].time, want_t[i]) << i;
+    EXPECT_EQ(r.events[i].tid, want_tid[i]) << i;
+    EXPECT_EQ(r.events[i].type, want_type[i]) << i;
+  }
+  EXPECT_EQ(r.events[1].align, 64u);
+  EXPECT_EQ(r.events[3].old_ptr, 0x3000u);
+  EXPECT_EQ(r.events[3].stack, 1u);
+  EXPECT_EQ(r.info.threads, 2u);
+  EXPECT_FALSE(r.info.truncated);
+  EXPECT_TRUE(r.info.flush.present);
+  EXPECT_EQ(r.info.flush.reason, (uint64_t)HMT_FLUSH_EXIT);
+  EXPECT_EQ(r.info.flush.events, 3u);
+  EXPECT_EQ(r.info.flush.dropped, 0u) << "fields a writer did not write read as 0";
+}
+
+TEST(hmt_open, header_and_modules_are_decoded) {
+  hmt_reader_t *r;
+  hmt_error_t err;
+  std::string path = write_file("valid2.hmt", valid_file());
+  ASSERT_EQ(hmt_open(path.c_str(), 0, &r, &err), 0) << err.message;
+  const hmt_header_t *h = hmt_header(r);
+  EXPECT_EQ(h->rank, 1);
+  EXPECT_EQ(h->size, 4);
+  EXPECT_EQ(h->pid, 4242u);
+  EXPECT_STREQ(h->hostname, "node7");
+  EXPECT_STREQ(h->jobid, "job99");
+  const hmt_module_t *m;
+  ASSERT_EQ(hmt_modules(r, &m), 1u);
+  EXPECT_STREQ(m[0].path, "/bin/app");
+  EXPECT_EQ(m[0].build_id_len, 4u);
+  EXPECT_EQ(hmt_module_of(r, 0x401234), &m[0]);
+  EXPECT_EQ(hmt_module_of(r, 0x500000), nullptr);
+  hmt_event_t ev;
+  while (hmt_next(r, &ev) == 1) {}
+  const uint64_t *f;
+  uint32_t d;
+  ASSERT_EQ(hmt_stack(r, 1, &f, &d), 0);
+  ASSERT_EQ(d, 3u);
+  EXPECT_EQ(f[2], 0x403000u);
+  EXPECT_EQ(hmt_stack(r, 2, &f, &d), -1);
+  hmt_close(r);
+}
+
+TEST(hmt_open, missing_file_names_it) {
+  Result r = read_all("/nonexistent/rank-0.hmt");
+  EXPECT_EQ(r.open_rc, -ENOENT);
+  EXPECT_NE(r.message.find("/nonexistent/rank-0.hmt"), std::string::npos) << r.message;
+}
+
+TEST(hmt_open, each_damage_is_an_error_naming_file_and_offset) {
+  struct Want { const char *name; uint64_t offset; const char *text; };
+  const uint64_t last_events = 0;  // filled below
+  (void)last_events;
+  std::vector<Want> wants = {
+      {"err-empty", 0, "file header truncated (0 of 256 bytes)"},
+      {"err-short-header", 100, "file header truncated (100 of 256 bytes)"},
+      {"err-bad-magic", 0, "not a libhpcmem trace file"},
+      {"err-version-2", 8, "format version 2.0 is not supported"},
+      {"err-header-checksum", 252, "file header: checksum mismatch"},
+      {"err-rank-out-of-range", 0, "file header: field out of range"},
+      {"err-block-magic", 256, "block header: bad magic number"},
+      {"err-block-header-checksum", 256, "block header: checksum mismatch"},
+      {"err-bad-record-type", 256, "malformed record at byte 0"},
+      {"err-record-runs-off-the-block", 256, "malformed record at byte 0"},
+      {"err-free-with-stack-flag", 256, "malformed record"},
+      {"err-count-mismatch", 256, "block holds 1 records, its header says 6"},
+      {"err-stack-too-deep", 256, "malformed record"},
+      {"err-zstd-claims-a-huge-block", 256, "block claims"},
+      {"err-zlib-garbage", 256, "zlib payload does not decompress"},
+      {"err-modules-short", 256, "MODULES block: malformed entry 0"},
+      {"err-flush-malformed", 256, "FLUSH block: malformed"},
+  };
+  auto all = crafted();
+  for (auto &w : wants) {
+    SCOPED_TRACE(w.name);
+    std::string path = write_file(std::string(w.name) + ".hmt", all.at(w.name));
+    Result r = read_all(path);
+    EXPECT_TRUE(r.open_rc < 0 || r.next_rc < 0);
+    EXPECT_EQ(r.offset, w.offset) << r.message;
+    EXPECT_NE(r.message.find(path + ": offset " + std::to_string(w.offset) + ": "), std::string::npos) << r.message;
+    EXPECT_NE(r.message.find(w.text), std::string::npos) << r.message;
+  }
+  // the payload checksum of the second events block
+  bytes good = valid_file();
+  std::string path = write_file("err-payload-checksum.hmt", all.at("err-payload-checksum"));
+  Result r = read_all(path);
+  EXPECT_EQ(r.open_rc, 0);
+  EXPECT_LT(r.next_rc, 0);
+  EXPECT_NE(r.message.find("block payload checksum mismatch"), std::string::npos) << r.message;
+  EXPECT_GT(r.offset, 256u);
+  EXPECT_LT(r.offset, good.size());
+}
+
+TEST(hmt_open, ok_inputs_read_cleanly) {
+  for (auto &c : crafted()) {
+    if (c.first.compare(0, 3, "ok-") != 0) continue;
+    SCOPED_TRACE(c.first);
+    Result r = read_all(write_file(c.first + ".hmt", c.second));
+    EXPECT_EQ(r.open_rc, 0) << r.message;
+    EXPECT_EQ(r.next_rc, 0) << r.message;
+    EXPECT_FALSE(r.info.truncated);
+  }
+  Result r = read_all(write_file("ext.hmt", crafted().at("ok-extension-record")));
+  EXPECT_EQ(r.events.size(), 1u);
+}
+
+// Cut the file at every byte: up to the header an error, then every complete
+// block is read and the cut is reported unless it falls on a block boundary.
+TEST(hmt_open, truncated_file_reads_every_complete_block) {
+  bytes good = valid_file();
+  Result full = read_all(write_file("full.hmt", good));
+  ASSERT_EQ(full.events.size(), 6u);
+  // block boundaries
+  std::vector<size_t> ends;
+  for (size_t off = HMT_HEADER_SIZE; off < good.size();) {
+    ends.push_back(off);
+    off += HMT_BLOCK_HEADER_SIZE + hmt_ld32(&good[off + 8]);
+  }
+  ends.push_back(good.size());
+  for (size_t cut = 0; cut <= good.size(); cut++) {
+    SCOPED_TRACE("cut at " + std::to_string(cut));
+    std::string path = write_file("cut.hmt", bytes(good.begin(), good.begin() + (long)cut));
+    Result r = read_all(path);
+    if (cut < HMT_HEADER_SIZE) {
+      EXPECT_LT(r.open_rc, 0);
+      EXPECT_NE(r.message.find(path), std::string::npos);
+      continue;
+    }
+    ASSERT_EQ(r.open_rc, 0) << r.message;
+    ASSERT_EQ(r.next_rc, 0) << r.message;
+    bool boundary = std::find(ends.begin(), ends.end(), cut) != ends.end();
+    EXPECT_EQ(r.info.truncated, boundary ? 0 : 1);
+    if (!boundary) {
+      size_t last = 0;
+      for (size_t e : ends) if (e < cut) last = e;
+      EXPECT_EQ(r.info.truncated_at, last);
+    }
+    // what is read is what the complete event blocks hold
+    size_t complete_blocks = 0;
+    for (size_t i = 1; i < ends.size(); i++) if (ends[i] <= cut) complete_blocks++;
+    size_t want = complete_blocks >= 3 ? 6 : complete_blocks == 2 ? 3 : 0;
+    EXPECT_EQ(r.events.size(), want);
+  }
+}
+
+// Any flipped bit is an error in strict mode, and salvage mode reads what
+// is undamaged (except in the file header, which nothing can replace).
+TEST(hmt_open, any_flipped_bit_is_caught) {
+  bytes good = valid_file();
+  for (size_t i = 0; i < good.size(); i++) {
+    for (int bit : {0, 5}) {
+      SCOPED_TRACE("byte " + std::to_string(i) + " bit " + std::to_string(bit));
+      bytes x = good;
+      x[i] ^= (uint8_t)(1 << bit);
+      std::string path = write_file("flip.hmt", x);
+      Result r = read_all(path);
+      ASSERT_TRUE(r.open_rc < 0 || r.next_rc < 0) << "damage not detected";
+      EXPECT_NE(r.message.find(path + ": offset "), std::string::npos) << r.message;
+      Result s = read_all(path, HMT_OPEN_SALVAGE);
+      if (i < HMT_HEADER_SIZE) {
+        EXPECT_LT(s.open_rc, 0);
+      } else {
+        EXPECT_EQ(s.open_rc, 0) << s.message;
+        EXPECT_EQ(s.next_rc, 0) << s.message;
+        EXPECT_GE(s.info.skipped_blocks, 1u);
+        EXPECT_LE(s.events.size(), 6u);
+      }
+    }
+  }
+}
+
+TEST(hmt_open, salvage_resynchronises_after_a_damaged_block_header) {
+  bytes good = valid_file();
+  size_t first_events = HMT_HEADER_SIZE + HMT_BLOCK_HEADER_SIZE + hmt_ld32(&good[HMT_HEADER_SIZE + 8]);
+  bytes x = good;
+  x[first_events + 3] ^= 0xff;  // magic of the first EVENTS block
+  Result r = read_all(write_file("resync.hmt", x), HMT_OPEN_SALVAGE);
+  ASSERT_EQ(r.open_rc, 0) << r.message;
+  EXPECT_EQ(r.events.size(), 3u) << "the other thread's block is found again";
+  EXPECT_EQ(r.info.skipped_blocks, 1u);
+  EXPECT_GT(r.info.skipped_bytes, (uint64_t)HMT_BLOCK_HEADER_SIZE);
+  EXPECT_TRUE(r.info.flush.present);
+}
+
+TEST(hmt_rewind, reads_the_same_events_again) {
+  hmt_reader_t *r;
+  hmt_error_t err;
+  std::string path = write_file("rw.hmt", valid_file());
+  ASSERT_EQ(hmt_open(path.c_str(), 0, &r, &err), 0);
+  hmt_event_t ev;
+  int n1 = 0, n2 = 0;
+  while (hmt_next(r, &ev) == 1) n1++;
+  EXPECT_EQ(hmt_progress(r), hmt_info(r)->stored_bytes + 2 * HMT_BLOCK_HEADER_SIZE);
+  hmt_rewind(r);
+  while (hmt_next(r, &ev) == 1) n2++;
+  EXPECT_EQ(n1, 6);
+  EXPECT_EQ(n2, 6);
+  hmt_close(r);
+}
+
+// The committed corpus: every file through the fuzz entry point (which
+// aborts on a crash-worthy finding), and each one's expected outcome.
+TEST(hmt_fuzz, corpus_runs_clean) {
+  const char *src = getenv("top_srcdir");
+  std::string dir = std::string(src ? src : "..") + "/tests/trace/corpus";
+  DIR *d = opendir(dir.c_str());
+  ASSERT_NE(d, nullptr) << dir;
+  int n = 0;
+  while (dirent *e = readdir(d)) {
+    std::string name = e->d_name;
+    if (name[0] == '.') continue;
+    SCOPED_TRACE(name);
+    std::ifstream in(dir + "/" + name, std::ios::binary);
+    bytes b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    LLVMFuzzerTestOneInput(b.data(), b.size());
+    Result r = read_all(dir + "/" + name);
+    if (name.compare(0, 3, "ok-") == 0) {
+      EXPECT_EQ(r.open_rc, 0) << r.message;
+      EXPECT_EQ(r.next_rc, 0) << r.message;
+      EXPECT_FALSE(r.info.truncated);
+    } else if (name.compare(0, 6, "trunc-") == 0) {
+      EXPECT_EQ(r.open_rc, 0) << r.message;
+      EXPECT_TRUE(r.info.truncated);
+    } else if (name.compare(0, 4, "err-") == 0) {
+      EXPECT_TRUE(r.open_rc < 0 || r.next_rc < 0);
+    }
+    n++;
+  }
+  closedir(d);
+  EXPECT_GE(n, 20) << "the corpus is in " << dir;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  if (const char *out = getenv("HPCMEM_WRITE_CORPUS")) {
+    for (auto &c : crafted())
+      std::ofstream(std::string(out) + "/" + c.first + ".hmt", std::ios::binary)
+          .write((const char *)c.second.data(), (std::streamsize)c.second.size());
+    return 0;
+  }
+  testing::InitGoogleTest(&argc, argv);
+  int rc = RUN_ALL_TESTS();
+  std::string cmd = "rm -rf '" + tmpdir() + "'";
+  if (system(cmd.c_str()) != 0) rc = 1;
+  return rc;
+}
