@@ -102,7 +102,7 @@ if wanted stream && [ -x "$builddir/benchmarks/stream/stream" ]; then
     echo
     echo "## STREAM"
     echo
-XX
+    echo "2 MPI ranks x 1 OpenMP thread, each array $(sed -n 's/^each array \([^ ]* [^ ]*\) over all ranks.*/\1/p' "$out/logs/stream-$first.log") over both ranks"
     echo "($(sed -n 's/.*last-level cache \([^;]*\);.*/\1/p' "$out/logs/stream-$first.log") last-level cache), best of $((ntimes - 1)) repetitions, MB/s of all ranks together."
     echo "\`plain\` is the malloc variant, \`aligned\` the 2 MiB-aligned one; (x) is the ratio against glibc's plain malloc."
     echo
