@@ -8,7 +8,10 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <atomic>
 #include <map>
@@ -540,6 +543,150 @@ TEST(trace_set_rank, before_the_file_exists_names_it_right_away) {
   auto f = files_in(dir);
   ASSERT_EQ(f.size(), 1u);
   EXPECT_EQ(f[0], "rank-2.hmt");
+  rm_rf(dir);
+}
+
+// ---- fatal signals -------------------------------------------------------
+//
+// A child records events, then dies by a signal.  The parent checks that it
+// died exactly as it would have without the recorder (same signal) and that
+// every event is in the file, followed by a FLUSH block naming the signal.
+
+enum Death { RAISE, FAULT, ABORT };
+
+int run_child_and_die(const std::string &dir, int sig, Death how, int nevents, bool user_handler = false) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    struct rlimit no_core = {0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    if (user_handler) {
+      // installed before the recorder: it must still run, after our flush
+      signal(sig, [](int) { _exit(42); });
+    }
+    start_trace(dir, {"HPCMEM_TRACE_BUFFER=64K"});
+    for (int i = 0; i < nevents; i++) _hpcmem_trace_event(HPCMEM_EV_MALLOC, fp(0x1000 + 16 * i), i + 1, nullptr, 0);
+    if (how == FAULT) {
+      volatile int *volatile bad = nullptr;
+      *bad = 1;
+    }
+    else if (how == ABORT) abort();
+    else raise(sig);
+    _exit(3);  // the signal did not end us
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return status;
+}
+
+void expect_all_events(const std::string &dir, int n, int sig) {
+  ReadBack rb = read_back(only_file(dir));
+  ASSERT_EQ(rb.rc, 0) << rb.error;
+  ASSERT_EQ(rb.events.size(), (size_t)n);
+  for (int i = 0; i < n; i++) ASSERT_EQ(rb.events[i].ptr, FAKE + 0x1000 + 16 * i) << i;
+  ASSERT_TRUE(rb.info.flush.present);
+  EXPECT_EQ(rb.info.flush.reason, (uint64_t)(HMT_FLUSH_SIGNAL + sig));
+  EXPECT_FALSE(rb.info.truncated);
+}
+
+class TraceSignal : public ::testing::TestWithParam<int> {};
+
+TEST_P(TraceSignal, flushes_and_dies_by_the_same_signal) {
+  int sig = GetParam();
+  std::string dir = make_tmpdir();
+  int status = run_child_and_die(dir, sig, sig == SIGSEGV ? FAULT : sig == SIGABRT ? ABORT : RAISE, 20000);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "status " << status;
+  EXPECT_EQ(WTERMSIG(status), sig);
+  expect_all_events(dir, 20000, sig);
+  rm_rf(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(trace_signals, TraceSignal, ::testing::Values(SIGTERM, SIGINT, SIGSEGV, SIGABRT, SIGBUS));
+
+TEST(trace_signals, previous_handler_still_runs) {
+  std::string dir = make_tmpdir();
+  int status = run_child_and_die(dir, SIGTERM, RAISE, 500, true);
+  ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
+  EXPECT_EQ(WEXITSTATUS(status), 42) << "the application's handler ran";
+  expect_all_events(dir, 500, SIGTERM);
+  rm_rf(dir);
+}
+
+TEST(trace_signals, ignored_signal_stays_ignored) {
+  std::string dir = make_tmpdir();
+  pid_t pid = fork();
+  if (pid == 0) {
+    signal(SIGHUP, SIG_IGN);
+    start_trace(dir, {});
+    _hpcmem_trace_event(HPCMEM_EV_MALLOC, fp(0x1000), 1, nullptr, 0);
+    raise(SIGHUP);
+    _hpcmem_trace_shutdown();
+    _exit(7);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 7);
+  rm_rf(dir);
+}
+
+// SIGKILL cannot be caught: the file still reads up to its last complete
+// block, and with a small buffer most events are already there.
+TEST(trace_signals, sigkill_leaves_a_readable_file) {
+  std::string dir = make_tmpdir();
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    start_trace(dir, {"HPCMEM_TRACE_BUFFER=64K"});
+    for (uint64_t i = 0;; i++) {
+      _hpcmem_trace_event(HPCMEM_EV_MALLOC, fp(0x1000 + 16 * (i % 1000000)), 8, nullptr, 0);
+      if (i == 200000 && write(fds[1], "x", 1) != 1) _exit(1);
+    }
+  }
+  char c;
+  ASSERT_EQ(read(fds[0], &c, 1), 1);
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  close(fds[0]); close(fds[1]);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  ReadBack rb = read_back(only_file(dir));
+  ASSERT_EQ(rb.rc, 0) << rb.error;
+  EXPECT_GT(rb.events.size(), 150000u);
+  EXPECT_FALSE(rb.info.flush.present) << "no flush marker: the process never knew";
+  for (size_t i = 0; i < rb.events.size(); i++) ASSERT_EQ(rb.events[i].ptr, FAKE + 0x1000 + 16 * (i % 1000000));
+  rm_rf(dir);
+}
+
+// fork: the child records into a file of its own; the parent's buffered
+// events are not written twice.
+TEST(trace_event, fork_child_gets_its_own_file) {
+  std::string dir = make_tmpdir();
+  start_trace(dir, {});
+  _hpcmem_trace_event(HPCMEM_EV_MALLOC, fp(0x1000), 1, nullptr, 0);  // buffered in the parent
+  pid_t pid = fork();
+  if (pid == 0) {
+    site2(HPCMEM_EV_MALLOC, FAKE + 0x2000, 2, 0, 0);
+    _hpcmem_trace_flush_all(HMT_FLUSH_EXIT);
+    _exit(0);
+  }
+  int status;
+  waitpid(pid, &status, 0);
+  _hpcmem_trace_event(HPCMEM_EV_MALLOC, fp(0x3000), 3, nullptr, 0);
+  _hpcmem_trace_shutdown();
+  auto f = files_in(dir);
+  ASSERT_EQ(f.size(), 2u);
+  ReadBack a = read_back(dir + "/" + f[0]), b = read_back(dir + "/" + f[1]);
+  // whoever wrote first got rank-0.hmt: tell them apart by pid
+  ReadBack &parent = a.header.pid == (uint32_t)getpid() ? a : b, &child = &parent == &a ? b : a;
+  ASSERT_EQ(parent.rc, 0) << parent.error;
+  ASSERT_EQ(child.rc, 0) << child.error;
+  ASSERT_EQ(parent.events.size(), 2u);
+  EXPECT_EQ(parent.events[1].ptr, FAKE + 0x3000);
+  ASSERT_EQ(child.events.size(), 1u);
+  EXPECT_EQ(child.events[0].ptr, FAKE + 0x2000);
+  EXPECT_EQ(child.header.pid, (uint32_t)pid);
+  EXPECT_EQ(child.stacks.size(), 1u) << "the child defines its stacks in its own file";
   rm_rf(dir);
 }
 
