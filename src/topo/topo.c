@@ -497,48 +497,62 @@ static uint64_t node_memattr(hwloc_memattr_id_t id, hwloc_obj_t node) {
   return 0;
 }
 
-/* Kinds.  An explicit hwloc name (subtype, DAXType) says what a node is.
- * Otherwise the memory attributes are compared between nodes that share their
- * cpus (one locality): the reference is the lowest-latency node there (the
- * largest when only bandwidth is known); twice its bandwidth makes HBM, half
- * its bandwidth or twice its latency makes NVM.  Nothing known: DRAM. */
+static int same_locality(int i, int j) {
+  return hwloc_bitmap_isequal(T.node_obj[i]->cpuset, T.node_obj[j]->cpuset);
+}
+
+static int has_memattr(int i) { return T.node[i].bandwidth || T.node[i].latency; }
+
+/* The node that the others sharing node i's cpus are compared with: the one
+ * with the lowest latency (the largest, when some latency is unknown); -1
+ * when fewer than two nodes there have memory attributes. */
+static int locality_reference(int i) {
+  int ref = -1, peers = 0, all_lat = 1;
+  for (int j = 0; j < T.nnodes; j++)
+    if (same_locality(i, j) && has_memattr(j)) {
+      peers++;
+      all_lat &= T.node[j].latency != 0;
+    }
+  if (peers < 2) return -1;
+  for (int j = 0; j < T.nnodes; j++) {
+    if (!same_locality(i, j) || !has_memattr(j)) continue;
+    const hpcmem_numa_info_t *m = &T.node[j], *r = ref < 0 ? NULL : &T.node[ref];
+    if (!r || (all_lat ? m->latency < r->latency || (m->latency == r->latency && m->capacity > r->capacity)
+                       : m->capacity > r->capacity))
+      ref = j;
+  }
+  return ref;
+}
+
+/* Twice the reference's bandwidth: HBM; half its bandwidth or twice its
+ * latency: NVM; -1 when the attributes do not tell (or contradict). */
+static int kind_by_memattr(const hpcmem_numa_info_t *n, const hpcmem_numa_info_t *r) {
+  int hbm = n->bandwidth && r->bandwidth && n->bandwidth >= 2 * r->bandwidth;
+  int nvm = (n->latency && r->latency && n->latency >= 2 * r->latency) ||
+            (n->bandwidth && r->bandwidth && 2 * n->bandwidth <= r->bandwidth);
+  return hbm == nvm ? -1 : hbm ? HPCMEM_MEM_HBM : HPCMEM_MEM_NVM;
+}
+
+/* Kinds: an explicit hwloc name (subtype, DAXType) says what a node is;
+ * otherwise memory attributes compared within its locality; otherwise DRAM
+ * (or unknown, for a name we do not recognise). */
 static void classify_nodes(void) {
   for (int i = 0; i < T.nnodes; i++) {
     hpcmem_numa_info_t *n = &T.node[i];
     int k = kind_of_name(n->subtype);
     if (k < 0) k = kind_of_name(hwloc_obj_get_info_by_name(T.node_obj[i], "DAXType"));
-    if (k >= 0 && k != HPCMEM_MEM_UNKNOWN) {
+    if (k >= 0) {
       n->kind = (hpcmem_mem_kind_t)k;
       n->kind_from = HPCMEM_KIND_FROM_SUBTYPE;
-      continue;
+      if (k != HPCMEM_MEM_UNKNOWN) continue;
+    } else {
+      n->kind = HPCMEM_MEM_DRAM;
+      n->kind_from = HPCMEM_KIND_FROM_DEFAULT;
     }
-    n->kind = k == HPCMEM_MEM_UNKNOWN ? HPCMEM_MEM_UNKNOWN : HPCMEM_MEM_DRAM;
-    n->kind_from = k == HPCMEM_MEM_UNKNOWN ? HPCMEM_KIND_FROM_SUBTYPE : HPCMEM_KIND_FROM_DEFAULT;
-    if (!n->bandwidth && !n->latency) continue;
-    int ref = -1, all_lat = 1, peers = 0;
-    for (int j = 0; j < T.nnodes; j++)
-      if (hwloc_bitmap_isequal(T.node_obj[j]->cpuset, T.node_obj[i]->cpuset) &&
-          (T.node[j].bandwidth || T.node[j].latency)) {
-        peers++;
-        all_lat &= T.node[j].latency != 0;
-      }
-    if (peers < 2) continue;
-    for (int j = 0; j < T.nnodes; j++) {
-      const hpcmem_numa_info_t *m = &T.node[j];
-      if (!hwloc_bitmap_isequal(T.node_obj[j]->cpuset, T.node_obj[i]->cpuset) || (!m->bandwidth && !m->latency))
-        continue;
-      if (ref < 0) { ref = j; continue; }
-      const hpcmem_numa_info_t *r = &T.node[ref];
-      if (all_lat ? (m->latency < r->latency || (m->latency == r->latency && m->capacity > r->capacity))
-                  : m->capacity > r->capacity)
-        ref = j;
-    }
-    const hpcmem_numa_info_t *r = &T.node[ref];
-    int hbm = n->bandwidth && r->bandwidth && n->bandwidth >= 2 * r->bandwidth;
-    int nvm = (n->latency && r->latency && n->latency >= 2 * r->latency) ||
-              (n->bandwidth && r->bandwidth && 2 * n->bandwidth <= r->bandwidth);
-    if (hbm != nvm) {
-      n->kind = hbm ? HPCMEM_MEM_HBM : HPCMEM_MEM_NVM;
+    int ref = has_memattr(i) ? locality_reference(i) : -1;
+    int m = ref < 0 ? -1 : kind_by_memattr(n, &T.node[ref]);
+    if (m >= 0) {
+      n->kind = (hpcmem_mem_kind_t)m;
       n->kind_from = HPCMEM_KIND_FROM_MEMATTR;
     }
   }

@@ -443,6 +443,98 @@ TEST_F(topo_numa_info, nvm_known_from_memory_attributes) {
   }
 }
 
+// A two-node machine (node 0: 64 GiB, node 1: 16 GiB, same cpus) written by
+// hwloc itself after `edit` set names and attributes; returns the file.
+struct Mem {
+  const char *subtype = nullptr, *daxtype = nullptr;
+  uint64_t bandwidth = 0, latency = 0;
+};
+
+std::string two_node_machine(Mem m0, Mem m1) {
+  hwloc_topology_t t;
+  hwloc_topology_init(&t);
+  hwloc_topology_set_synthetic(t, "pack:1 [numa(memory=64GiB)] [numa(memory=16GiB)] core:4 pu:1");
+  EXPECT_EQ(hwloc_topology_load(t), 0);
+  Mem m[2] = {m0, m1};
+  for (int i = 0; i < 2; i++) {
+    hwloc_obj_t node = hwloc_get_obj_by_type(t, HWLOC_OBJ_NUMANODE, i);
+    if (m[i].subtype) {  // hwloc 2.9 has no hwloc_obj_set_subtype; hwloc-annotate does this
+      free(node->subtype);
+      node->subtype = strdup(m[i].subtype);
+    }
+    if (m[i].daxtype) hwloc_obj_add_info(node, "DAXType", m[i].daxtype);
+    struct hwloc_location loc;
+    loc.type = HWLOC_LOCATION_TYPE_CPUSET;
+    loc.location.cpuset = node->cpuset;
+    if (m[i].bandwidth) {
+      EXPECT_EQ(hwloc_memattr_set_value(t, HWLOC_MEMATTR_ID_BANDWIDTH, node, &loc, 0, m[i].bandwidth), 0);
+    }
+    if (m[i].latency) {
+      EXPECT_EQ(hwloc_memattr_set_value(t, HWLOC_MEMATTR_ID_LATENCY, node, &loc, 0, m[i].latency), 0);
+    }
+  }
+  std::string f = temp_file(nullptr);
+  EXPECT_EQ(hwloc_topology_export_xml(t, f.c_str(), 0), 0);
+  hwloc_topology_destroy(t);
+  return f;
+}
+
+// Load such a machine and return the kinds (and where they came from) of nodes 0 and 1.
+std::string kinds(Mem m0, Mem m1) {
+  std::string f = two_node_machine(m0, m1);
+  Loaded r = load(f);
+  unlink(f.c_str());
+  EXPECT_EQ(r.err, "");
+  std::string out;
+  static const char *from[] = {"default", "memattr", "subtype"};
+  for (int i = 0; i < 2; i++) {
+    hpcmem_numa_info_t n;
+    EXPECT_EQ(_hpcmem_topo_numa_info(i, &n), 0);
+    out += std::string(i ? " " : "") + _hpcmem_topo_kind_name(n.kind) + "/" + from[n.kind_from];
+  }
+  return out;
+}
+
+TEST_F(topo_numa_info, hbm_from_bandwidth_and_latency) {
+  EXPECT_EQ(kinds({nullptr, nullptr, 100000, 100}, {nullptr, nullptr, 400000, 120}), "DRAM/default HBM/memattr");
+}
+
+TEST_F(topo_numa_info, hbm_from_bandwidth_alone_against_the_larger_node) {
+  EXPECT_EQ(kinds({nullptr, nullptr, 100000, 0}, {nullptr, nullptr, 400000, 0}), "DRAM/default HBM/memattr");
+}
+
+TEST_F(topo_numa_info, nvm_from_latency_alone) {
+  EXPECT_EQ(kinds({nullptr, nullptr, 0, 300}, {nullptr, nullptr, 0, 90}), "NVM/memattr DRAM/default");
+}
+
+TEST_F(topo_numa_info, similar_attributes_are_both_dram) {
+  EXPECT_EQ(kinds({nullptr, nullptr, 100000, 90}, {nullptr, nullptr, 150000, 100}), "DRAM/default DRAM/default");
+}
+
+TEST_F(topo_numa_info, contradicting_attributes_decide_nothing) {
+  // twice the bandwidth (HBM) and twice the latency (NVM): neither
+  EXPECT_EQ(kinds({nullptr, nullptr, 100000, 90}, {nullptr, nullptr, 200000, 180}), "DRAM/default DRAM/default");
+}
+
+TEST_F(topo_numa_info, subtypes_name_the_kind) {
+  EXPECT_EQ(kinds({"DRAM"}, {"HBM"}), "DRAM/subtype HBM/subtype");
+  EXPECT_EQ(kinds({"CXL-DRAM"}, {"NVM"}), "DRAM/subtype NVM/subtype");
+  EXPECT_EQ(kinds({nullptr, "NVM"}, {}), "NVM/subtype DRAM/default");
+  // an explicit name wins over attributes that would say otherwise
+  EXPECT_EQ(kinds({nullptr, nullptr, 100000, 90}, {"MCDRAM", nullptr, 100000, 90}), "DRAM/default HBM/subtype");
+}
+
+TEST_F(topo_numa_info, unrecognised_subtype_is_unknown_unless_attributes_tell) {
+  EXPECT_EQ(kinds({}, {"GPUMemory"}), "DRAM/default unknown/subtype");
+  EXPECT_EQ(kinds({nullptr, nullptr, 100000, 90}, {"SPM", nullptr, 500000, 100}), "DRAM/default HBM/memattr");
+  hpcmem_mem_class_t c;
+  EXPECT_EQ(_hpcmem_topo_class(HPCMEM_MEM_UNKNOWN, &c), -ENODEV);
+  kinds({}, {"GPUMemory"});
+  ASSERT_EQ(_hpcmem_topo_class(HPCMEM_MEM_UNKNOWN, &c), 0);
+  EXPECT_EQ(c.node_count, 1);
+  EXPECT_EQ(c.capacity, 16 * GiB);
+}
+
 TEST_F(topo_numa_info, bad_arguments) {
   ASSERT_EQ(load(data("2socket-4numa.xml")).rc, 0);
   hpcmem_numa_info_t n;
