@@ -2,14 +2,15 @@
  * docs/large-tier.md for the reasoning and the measurements.
  *
  * Invariants (checked by _hpcmem_large_check):
- *  - blocks tile [lo, top) in address order; every block start is
- *    congruent to -HDR modulo the configured alignment A0 and every size is
- *    a multiple of A0, so data needing only A0 alignment never needs padding;
+ *  - blocks tile [lo, top) in address order; every block start and size is
+ *    a multiple of the configured alignment A0, so data that needs only A0
+ *    alignment never needs padding;
  *  - no two FREE blocks are adjacent (BUSY ones, being decayed outside the
  *    lock, are the exception: they rejoin their neighbours afterwards);
  *  - every FREE block is in the tree; a FREE block is in the decay FIFO iff
  *    its dirty hull [dlo, dhi) is non-empty, and the FIFO is sorted by stamp;
- *  - a LIVE block's in-band header holds LIVE_MAGIC ^ data and its record. */
+ *  - every LIVE block's data pointer is in the hash table, mapped to its
+ *    record, and nothing else is. */
 #include "config.h"
 #include "heap/large.h"
 #include "prim/prim.h"
@@ -18,10 +19,9 @@
 #include <errno.h>
 #include <string.h>
 
-#define HDR HPCMEM_LARGE_HDR
-#define LIVE_MAGIC ((uintptr_t)0x4c41524745b10c4bULL)
-#define FREED_MAGIC ((uintptr_t)0x46524545d0d0f4eeULL)
-#define REC_CAP_MAX ((size_t)1 << 27)   /* 128 M blocks: 16 GiB of records, lazily backed */
+#define REC_CAP_MAX ((size_t)1 << 24)   /* 16 M blocks: 2 GiB of records, lazily backed */
+#define RING 1024                       /* recent frees kept to tell a double free */
+#define HASH_MIN 256                    /* slots of the smallest table */
 #define DECAY_BATCH 32
 #define THP_SIZE ((size_t)2 << 20)
 
@@ -32,7 +32,7 @@ enum { REC_UNUSED = 0, REC_LIVE = 0x11, REC_FREE = 0x22, REC_BUSY = 0x33 };
 struct hpcmem_large_rec {
   size_t size;                      /* block bytes, start to the next block's start */
   char *start;
-  hpcmem_large_rec_t *left, *right, *parent;   /* free tree */
+  hpcmem_large_rec_t *child[2], *parent;       /* free tree */
   hpcmem_large_rec_t *prev, *next;             /* address order (next: recycled list too) */
   uint32_t state;
   uint32_t red;
@@ -44,7 +44,10 @@ struct hpcmem_large_rec {
   uint64_t spare_[2];
 } __attribute__((aligned(64)));
 
-typedef struct { uintptr_t magic; hpcmem_large_rec_t *rec; } hdr_t;
+/* Slot of the table from data pointer to record (linear probing; key 0 is
+ * an empty slot). */
+struct hpcmem_large_slot { uintptr_t key; hpcmem_large_rec_t *rec; };
+typedef struct hpcmem_large_slot slot_t;
 
 typedef hpcmem_large_rec_t rec_t;
 
@@ -54,7 +57,7 @@ static inline size_t usable(const rec_t *r) { return (size_t)(rend(r) - r->data)
 static inline uintptr_t up(uintptr_t v, size_t a) { return (v + a - 1) & ~(uintptr_t)(a - 1); }
 static inline uintptr_t down(uintptr_t v, size_t a) { return v & ~(uintptr_t)(a - 1); }
 static inline size_t lead_for(const char *start, size_t align) {
-  return (size_t)(up((uintptr_t)start + HDR, align) - HDR - (uintptr_t)start);
+  return (size_t)(up((uintptr_t)start, align) - (uintptr_t)start);
 }
 
 /* ---------------------------------------------------------------- records */
@@ -77,94 +80,133 @@ static void rec_put(hpcmem_large_t *L, rec_t *r) {
   L->recs_used--;
 }
 
+/* ------------------------------------------------------------ hash table */
+
+/* Data pointer -> record.  Out of band on purpose: an in-band header costs a
+ * TLB and cache miss on every free and a page fault for every allocation
+ * that lands on an untouched page, which dominated the cost of a large
+ * allocation (docs/large-tier.md has the numbers). */
+
+static inline size_t hash_home(unsigned shift, uintptr_t key) {
+  return (size_t)(((uint64_t)key * 0x9e3779b97f4a7c15ull) >> shift);
+}
+
+static rec_t *hash_find(const hpcmem_large_t *L, uintptr_t key) {
+  size_t mask = L->hcap - 1;
+  for (size_t i = hash_home(L->hshift, key);; i = (i + 1) & mask) {
+    const slot_t *sl = &L->htab[i];
+    if (sl->key == key) return sl->rec;
+    if (!sl->key) return NULL;
+  }
+}
+
+static void hash_put(slot_t *tab, size_t cap, unsigned shift, uintptr_t key, rec_t *r) {
+  size_t i = hash_home(shift, key);
+  while (tab[i].key) i = (i + 1) & (cap - 1);
+  tab[i].key = key;
+  tab[i].rec = r;
+}
+
+/* Room for one more entry at a load of at most 1/2.  A full table doubles
+ * into the other of its two areas; the old one is given back so that it
+ * reads as zero when its turn comes again. */
+static int hash_reserve(hpcmem_large_t *L) {
+  if ((L->hcount + 1) * 2 <= L->hcap) return 0;
+  size_t ocap = L->hcap, ncap = ocap * 2;
+  if (ncap > L->hcap_max) return -ENOMEM;
+  slot_t *old = L->htab, *nt = (slot_t *)L->harea[!L->hside];
+  for (size_t i = 0; i < ocap; i++)
+    if (old[i].key) hash_put(nt, ncap, L->hshift - 1, old[i].key, old[i].rec);
+  L->htab = nt;
+  L->hcap = ncap;
+  L->hshift--;
+  L->hside = !L->hside;
+  _hpcmem_prim_decommit(old, ocap * sizeof(slot_t));
+  return 0;
+}
+
+static void hash_remove(hpcmem_large_t *L, uintptr_t key) {
+  size_t mask = L->hcap - 1, i = hash_home(L->hshift, key);
+  slot_t *t = L->htab;
+  while (t[i].key != key) i = (i + 1) & mask;
+  /* backward shift: no tombstones, so probe chains never grow with churn */
+  for (size_t j = i;;) {
+    j = (j + 1) & mask;
+    if (!t[j].key) break;
+    size_t k = hash_home(L->hshift, t[j].key);
+    if (i <= j ? (i < k && k <= j) : (i < k || k <= j)) continue;
+    t[i] = t[j];
+    i = j;
+  }
+  t[i].key = 0;
+  t[i].rec = NULL;
+  L->hcount--;
+}
+
 /* --------------------------------------------------- red-black free tree */
 
+/* Children as an array so that descents pick a side without a branch:
+ * the comparisons of a best-fit search are unpredictable by nature. */
 static inline int key_less(const rec_t *a, const rec_t *b) {
-  return a->size < b->size || (a->size == b->size && a->start < b->start);
+  unsigned __int128 ka = ((unsigned __int128)a->size << 64) | (uintptr_t)a->start;
+  unsigned __int128 kb = ((unsigned __int128)b->size << 64) | (uintptr_t)b->start;
+  return ka < kb;
 }
 
-static void rot_left(hpcmem_large_t *L, rec_t *x) {
-  rec_t *y = x->right;
-  x->right = y->left;
-  if (y->left) y->left->parent = x;
-  y->parent = x->parent;
-  if (!x->parent) L->root = y;
-  else if (x == x->parent->left) x->parent->left = y;
-  else x->parent->right = y;
-  y->left = x;
-  x->parent = y;
-}
+static inline int is_red(const rec_t *n) { return n && n->red; }
 
-static void rot_right(hpcmem_large_t *L, rec_t *x) {
-  rec_t *y = x->left;
-  x->left = y->right;
-  if (y->right) y->right->parent = x;
+/* dir 0: x's right child takes x's place and x becomes its left child. */
+static void rotate(hpcmem_large_t *L, rec_t *x, int dir) {
+  rec_t *y = x->child[!dir];
+  x->child[!dir] = y->child[dir];
+  if (y->child[dir]) y->child[dir]->parent = x;
   y->parent = x->parent;
   if (!x->parent) L->root = y;
-  else if (x == x->parent->right) x->parent->right = y;
-  else x->parent->left = y;
-  y->right = x;
+  else x->parent->child[x == x->parent->child[1]] = y;
+  y->child[dir] = x;
   x->parent = y;
 }
 
 static void tree_insert(hpcmem_large_t *L, rec_t *z) {
   rec_t *y = NULL, *x = L->root;
-  while (x) { y = x; x = key_less(z, x) ? x->left : x->right; }
+  int dir = 0;
+  while (x) { y = x; dir = !key_less(z, x); x = x->child[dir]; }
   z->parent = y;
-  z->left = z->right = NULL;
+  z->child[0] = z->child[1] = NULL;
   z->red = 1;
   if (!y) L->root = z;
-  else if (key_less(z, y)) y->left = z;
-  else y->right = z;
+  else y->child[dir] = z;
   rec_t *p;
   while ((p = z->parent) && p->red) {
     rec_t *g = p->parent;
-    if (p == g->left) {
-      rec_t *u = g->right;
-      if (u && u->red) { p->red = u->red = 0; g->red = 1; z = g; continue; }
-      if (z == p->right) { rot_left(L, p); z = p; p = z->parent; }
-      p->red = 0; g->red = 1; rot_right(L, g);
-    } else {
-      rec_t *u = g->left;
-      if (u && u->red) { p->red = u->red = 0; g->red = 1; z = g; continue; }
-      if (z == p->left) { rot_right(L, p); z = p; p = z->parent; }
-      p->red = 0; g->red = 1; rot_left(L, g);
-    }
+    int pd = p == g->child[1];
+    rec_t *u = g->child[!pd];
+    if (is_red(u)) { p->red = u->red = 0; g->red = 1; z = g; continue; }
+    if (z == p->child[!pd]) { rotate(L, p, pd); z = p; p = z->parent; }
+    p->red = 0; g->red = 1;
+    rotate(L, g, !pd);
   }
   L->root->red = 0;
 }
 
 static void transplant(hpcmem_large_t *L, rec_t *u, rec_t *v) {
   if (!u->parent) L->root = v;
-  else if (u == u->parent->left) u->parent->left = v;
-  else u->parent->right = v;
+  else u->parent->child[u == u->parent->child[1]] = v;
   if (v) v->parent = u->parent;
 }
-
-static inline int is_red(const rec_t *n) { return n && n->red; }
 
 static void erase_fixup(hpcmem_large_t *L, rec_t *x, rec_t *xp) {
   /* x may be NULL; a removed black node always leaves x a non-NULL sibling */
   while (x != L->root && !is_red(x)) {
-    if (x == xp->left) {
-      rec_t *w = xp->right;
-      if (w->red) { w->red = 0; xp->red = 1; rot_left(L, xp); w = xp->right; }
-      if (!is_red(w->left) && !is_red(w->right)) { w->red = 1; x = xp; xp = x->parent; continue; }
-      if (!is_red(w->right)) { w->left->red = 0; w->red = 1; rot_right(L, w); w = xp->right; }
-      w->red = xp->red; xp->red = 0;
-      if (w->right) w->right->red = 0;
-      rot_left(L, xp);
-    } else {
-      rec_t *w = xp->left;
-      if (w->red) { w->red = 0; xp->red = 1; rot_right(L, xp); w = xp->left; }
-      if (!is_red(w->left) && !is_red(w->right)) { w->red = 1; x = xp; xp = x->parent; continue; }
-      if (!is_red(w->left)) { w->right->red = 0; w->red = 1; rot_left(L, w); w = xp->left; }
-      w->red = xp->red; xp->red = 0;
-      if (w->left) w->left->red = 0;
-      rot_right(L, xp);
-    }
+    int d = x != xp->child[0];
+    rec_t *w = xp->child[!d];
+    if (w->red) { w->red = 0; xp->red = 1; rotate(L, xp, d); w = xp->child[!d]; }
+    if (!is_red(w->child[0]) && !is_red(w->child[1])) { w->red = 1; x = xp; xp = x->parent; continue; }
+    if (!is_red(w->child[!d])) { w->child[d]->red = 0; w->red = 1; rotate(L, w, !d); w = xp->child[!d]; }
+    w->red = xp->red; xp->red = 0;
+    w->child[!d]->red = 0;
+    rotate(L, xp, d);
     x = L->root;
-    break;
   }
   if (x) x->red = 0;
 }
@@ -172,45 +214,46 @@ static void erase_fixup(hpcmem_large_t *L, rec_t *x, rec_t *xp) {
 static void tree_erase(hpcmem_large_t *L, rec_t *z) {
   rec_t *x, *xp;
   int removed_red = z->red;
-  if (!z->left) {
-    x = z->right; xp = z->parent; transplant(L, z, z->right);
-  } else if (!z->right) {
-    x = z->left; xp = z->parent; transplant(L, z, z->left);
+  if (!z->child[0] || !z->child[1]) {
+    x = z->child[0] ? z->child[0] : z->child[1];
+    xp = z->parent;
+    transplant(L, z, x);
   } else {
-    rec_t *y = z->right;
-    while (y->left) y = y->left;
+    rec_t *y = z->child[1];
+    while (y->child[0]) y = y->child[0];
     removed_red = y->red;
-    x = y->right;
+    x = y->child[1];
     if (y->parent == z) {
       xp = y;
     } else {
       xp = y->parent;
-      transplant(L, y, y->right);
-      y->right = z->right;
-      y->right->parent = y;
+      transplant(L, y, y->child[1]);
+      y->child[1] = z->child[1];
+      y->child[1]->parent = y;
     }
     transplant(L, z, y);
-    y->left = z->left;
-    y->left->parent = y;
+    y->child[0] = z->child[0];
+    y->child[0]->parent = y;
     y->red = z->red;
   }
   if (!removed_red) erase_fixup(L, x, xp);
-  z->left = z->right = z->parent = NULL;
+  z->child[0] = z->child[1] = z->parent = NULL;
 }
 
 /* smallest free block of at least `size` bytes (lowest address among equals) */
 static rec_t *tree_lower_bound(const hpcmem_large_t *L, size_t size) {
   rec_t *n = L->root, *best = NULL;
   while (n) {
-    if (n->size >= size) { best = n; n = n->left; }
-    else n = n->right;
+    int small = n->size < size;
+    best = small ? best : n;
+    n = n->child[small];
   }
   return best;
 }
 
 static rec_t *tree_next(rec_t *n) {
-  if (n->right) { n = n->right; while (n->left) n = n->left; return n; }
-  while (n->parent && n == n->parent->right) n = n->parent;
+  if (n->child[1]) { n = n->child[1]; while (n->child[0]) n = n->child[0]; return n; }
+  while (n->parent && n == n->parent->child[1]) n = n->parent;
   return n->parent;
 }
 
@@ -254,15 +297,20 @@ static void free_attach(hpcmem_large_t *L, rec_t *r) {
   L->retained_bytes += hull(r);
 }
 
-/* Take a FREE block out of the tree and FIFO and out of the counts.
- * Returns its FIFO predecessor so a piece of it can take its place. */
-static rec_t *free_detach(hpcmem_large_t *L, rec_t *r) {
-  rec_t *pos = NULL;
+/* Take a FREE block out of the tree and out of the counts (not the FIFO). */
+static void free_unlink(hpcmem_large_t *L, rec_t *r) {
   tree_erase(L, r);
-  if (r->dlo < r->dhi) { pos = r->dprev; fifo_remove(L, r); }
   L->free_blocks--;
   L->free_bytes -= r->size;
   L->retained_bytes -= hull(r);
+}
+
+/* The same and out of the FIFO.  Returns its FIFO predecessor so that a
+ * piece of it can take its place. */
+static rec_t *free_detach(hpcmem_large_t *L, rec_t *r) {
+  rec_t *pos = NULL;
+  if (r->dlo < r->dhi) { pos = r->dprev; fifo_remove(L, r); }
+  free_unlink(L, r);
   return pos;
 }
 
@@ -291,26 +339,39 @@ static void absorb(hpcmem_large_t *L, rec_t *a, rec_t *b) {
 }
 
 /* r (detached, uncounted, with its dirty hull set) becomes free: it merges
- * with free neighbours and joins the tree; a dirty result joins the FIFO
- * tail stamped now, so a block that is freed and soon reused is never
- * given back in between. */
+ * with its free neighbours and joins the tree.  A dirty result joins the
+ * decay FIFO with the age of its oldest dirty part, in that part's place:
+ * stamping it "now" instead would let a steady trickle of small frees next
+ * to an old free region keep that region's pages forever.  The price is
+ * that a piece freed next to an old dirty block may go back to the OS with
+ * it, once per decay period at most. */
 static rec_t *release_block(hpcmem_large_t *L, rec_t *r, uint64_t now) {
-  rec_t *n = r->prev;
-  if (n && n->state == REC_FREE) {
-    free_detach(L, n);
-    absorb(L, n, r);
-    r = n;
+  rec_t *p = r->prev, *n = r->next, *old = NULL, *pos = L->dtail;
+  if (p && p->state != REC_FREE) p = NULL;
+  if (n && n->state != REC_FREE) n = NULL;
+  if (p && p->dlo < p->dhi) old = p;
+  if (n && n->dlo < n->dhi) {
+    if (!old || n->stamp < old->stamp) {
+      if (old) fifo_remove(L, old);
+      old = n;
+    } else {
+      fifo_remove(L, n);
+    }
   }
-  n = r->next;
-  if (n && n->state == REC_FREE) {
-    free_detach(L, n);
-    absorb(L, r, n);
+  uint64_t stamp = now;
+  if (old) {
+    stamp = old->stamp;
+    pos = old->dprev;
+    fifo_remove(L, old);
+  } else if (L->dtail && L->dtail->stamp > stamp) {
+    stamp = L->dtail->stamp;   /* an explicit `now` from the past: keep the FIFO sorted */
   }
+  if (p) { free_unlink(L, p); absorb(L, p, r); r = p; }
+  if (n) { free_unlink(L, n); absorb(L, r, n); }
   free_attach(L, r);
   if (r->dlo < r->dhi) {
-    /* `now` was read before the lock: keep the FIFO sorted anyway */
-    r->stamp = L->dtail && L->dtail->stamp > now ? L->dtail->stamp : now;
-    fifo_insert_after(L, L->dtail, r);
+    r->stamp = stamp;
+    fifo_insert_after(L, pos, r);
   }
   return r;
 }
@@ -436,6 +497,14 @@ static void decay_unlock(hpcmem_large_t *L, uint64_t now, int force) {
   }
 }
 
+/* The clock is read on one operation in eight: decay works in
+ * milliseconds, and reading it on every call was a quarter of the cost of
+ * an alloc+free pair.  Called with the lock held. */
+static inline uint64_t clock_tick(hpcmem_large_t *L) {
+  if (!(L->tick++ & 7)) L->now_ns = _hpcmem_prim_now_ns();
+  return L->now_ns;
+}
+
 static inline void finish_unlock(hpcmem_large_t *L, uint64_t now) {
   if (L->dhead && now >= L->next_decay_ns) decay_unlock(L, now, 0);
   else _hpcmem_unlock(&L->lock);
@@ -466,8 +535,13 @@ int _hpcmem_large_init(hpcmem_large_t *L, const hpcmem_large_config_t *cfg) {
   size_t reserve = up(c.reserve, gran);
   size_t cap = reserve / c.align + 2;
   if (cap > REC_CAP_MAX) cap = REC_CAP_MAX;
-  size_t rec_bytes = up(cap * sizeof(rec_t), gran);
-  char *map = _hpcmem_prim_reserve(rec_bytes + reserve, gran);
+  size_t hcap_max = HASH_MIN;
+  while (hcap_max < 2 * cap) hcap_max *= 2;
+  /* [records | hash table area 0 | area 1 | recent frees | data], all lazily backed */
+  size_t rec_bytes = up(cap * sizeof(rec_t), page);
+  size_t hbytes = up(hcap_max * sizeof(slot_t), page);
+  size_t meta = up(rec_bytes + 2 * hbytes + RING * sizeof(uintptr_t), gran);
+  char *map = _hpcmem_prim_reserve(meta + reserve, gran);
   if (!map) return -(errno ? errno : ENOMEM);
 
   memset(L, 0, sizeof *L);
@@ -477,14 +551,22 @@ int _hpcmem_large_init(hpcmem_large_t *L, const hpcmem_large_config_t *cfg) {
   L->min_split = c.min_split;
   L->decay_ns = c.decay_ns;
   L->map = map;
-  L->map_size = rec_bytes + reserve;
+  L->map_size = meta + reserve;
   L->recs = L->rec_bump = (rec_t *)map;
-  L->recs_end = L->recs + rec_bytes / sizeof(rec_t);
-  L->base = map + rec_bytes;
+  L->recs_end = L->recs + cap;
+  L->harea[0] = map + rec_bytes;
+  L->harea[1] = map + rec_bytes + hbytes;
+  L->htab = (slot_t *)L->harea[0];
+  L->hcap = HASH_MIN;
+  L->hcap_max = hcap_max;
+  L->hshift = 64 - (unsigned)__builtin_ctzl(HASH_MIN);
+  L->ring = (uintptr_t *)(map + rec_bytes + 2 * hbytes);
+  L->base = map + meta;
   L->end = L->base + reserve;
-  L->lo = L->top = L->base + (c.align - HDR);
+  L->lo = L->top = L->base;
   if (c.thp) _hpcmem_prim_hugepages(L->base, reserve, 1);
-  schedule(L, _hpcmem_prim_now_ns());
+  L->now_ns = _hpcmem_prim_now_ns();
+  schedule(L, L->now_ns);
   return 0;
 }
 
@@ -539,11 +621,10 @@ static rec_t *grow(hpcmem_large_t *L, size_t kb, size_t align, size_t *lead, rec
   return r;
 }
 
-/* Block bytes for `size` usable bytes: the data ends where the next
- * block's header may start on the A0 grid.  0 when it overflows. */
+/* Block bytes for `size` usable bytes, on the A0 grid; 0 when too large. */
 static inline size_t block_bytes(const hpcmem_large_t *L, size_t size) {
   if (size > (size_t)(L->end - L->lo)) return 0;
-  return up((size ? size : 1) + HDR, L->align);
+  return up(size ? size : 1, L->align);
 }
 
 void *_hpcmem_large_alloc(hpcmem_large_t *L, size_t size, size_t align) {
@@ -551,53 +632,52 @@ void *_hpcmem_large_alloc(hpcmem_large_t *L, size_t size, size_t align) {
   if (align < L->align) align = L->align;
   size_t kb = block_bytes(L, size);
   if (!kb || align > (size_t)(L->end - L->base)) { errno = ENOMEM; return NULL; }
-  uint64_t now = _hpcmem_prim_now_ns();
   size_t lead;
-  rec_t *pos = NULL;
+  rec_t *pos = NULL, *r;
   _hpcmem_lock(&L->lock);
-  rec_t *r = find_fit(L, kb, align, &lead);
-  if (r) pos = free_detach(L, r);
-  else if (!(r = grow(L, kb, align, &lead, &pos))) {
-    _hpcmem_unlock(&L->lock);
-    errno = ENOMEM;
-    return NULL;
-  }
+  uint64_t now = clock_tick(L);
+  if (hash_reserve(L) < 0) goto nomem;
+  if ((r = find_fit(L, kb, align, &lead))) pos = free_detach(L, r);
+  else if (!(r = grow(L, kb, align, &lead, &pos))) goto nomem;
   uint64_t stamp = r->stamp;
   rec_t *piece;
-  if (lead > HDR + L->min_split && (piece = rec_new(L))) {
+  if (lead > L->min_split && (piece = rec_new(L))) {
     split_free(L, r, piece, 1, lead, &pos, stamp);
     lead = 0;
   }
   size_t rem = r->size - lead - kb;
-  if (rem > HDR + L->min_split && (piece = rec_new(L))) split_free(L, r, piece, 0, rem, &pos, stamp);
+  if (rem > L->min_split && (piece = rec_new(L))) split_free(L, r, piece, 0, rem, &pos, stamp);
+  char *data = r->start + lead;
   r->state = REC_LIVE;
   r->dlo = r->dhi = NULL;
-  char *data = r->start + lead + HDR;
   r->data = data;
+  hash_put(L->htab, L->hcap, L->hshift, (uintptr_t)data, r);
+  L->hcount++;
   L->live_blocks++;
   L->live_bytes += usable(r);
-  L->overhead_bytes += (size_t)(data - r->start);
+  L->overhead_bytes += lead;
   L->alloc_count++;
   DEBUG_LOCAL(L, r);
   finish_unlock(L, now);
-  hdr_t *h = (hdr_t *)(data - HDR);
-  h->rec = r;
-  h->magic = LIVE_MAGIC ^ (uintptr_t)data;
   return data;
+nomem:
+  _hpcmem_unlock(&L->lock);
+  errno = ENOMEM;
+  return NULL;
 }
 
-/* The live block whose data is p, validated through the in-band header and
- * the record's back pointer; reads only memory of the region. */
+/* The live block whose data is p.  Only the tier's own tables are read, so
+ * any pointer at all is safe to ask about. */
 static int lookup(const hpcmem_large_t *L, const void *p, rec_t **out) {
-  const char *c = (const char *)p;
-  if (((uintptr_t)c & (L->align - 1)) || c < L->lo + HDR || c >= L->top) return -EINVAL;
-  const hdr_t *h = (const hdr_t *)(c - HDR);
-  if (h->magic == (FREED_MAGIC ^ (uintptr_t)c)) return -EALREADY;
-  if (h->magic != (LIVE_MAGIC ^ (uintptr_t)c)) return -EINVAL;
-  rec_t *r = h->rec;
-  if (r < L->recs || r >= L->rec_bump ||
-      ((uintptr_t)r - (uintptr_t)L->recs) % sizeof(rec_t)) return -EINVAL;
-  if (r->state != REC_LIVE || r->data != c) return -EINVAL;
+  uintptr_t c = (uintptr_t)p;
+  if ((c & (L->align - 1)) || c < (uintptr_t)L->lo || c >= (uintptr_t)L->top) return -EINVAL;
+  rec_t *r = hash_find(L, c);
+  if (!r) {
+    for (unsigned i = 0; i < RING; i++)
+      if (L->ring[i] == c) return -EALREADY;
+    return -EINVAL;
+  }
+  if (r->state != REC_LIVE || r->data != (char *)p) return -EINVAL;   /* cannot happen */
   *out = r;
   return 0;
 }
@@ -609,7 +689,6 @@ static void unaccount_live(hpcmem_large_t *L, rec_t *r) {
 }
 
 int _hpcmem_large_free(hpcmem_large_t *L, void *p, size_t *size_out) {
-  uint64_t now = _hpcmem_prim_now_ns();
   rec_t *r;
   _hpcmem_lock(&L->lock);
   int rc = lookup(L, p, &r);
@@ -618,7 +697,9 @@ int _hpcmem_large_free(hpcmem_large_t *L, void *p, size_t *size_out) {
     _hpcmem_unlock(&L->lock);
     return rc;
   }
-  ((hdr_t *)((char *)p - HDR))->magic = FREED_MAGIC ^ (uintptr_t)p;
+  uint64_t now = clock_tick(L);
+  hash_remove(L, (uintptr_t)p);
+  L->ring[L->ring_pos++ % RING] = (uintptr_t)p;
   size_t u = usable(r);
   unaccount_live(L, r);
   L->free_count++;
@@ -653,7 +734,7 @@ static int grow_in_place(hpcmem_large_t *L, rec_t *r, char *new_end) {
     L->grow_count++;
   } else if (nx_free) {
     size_t rem = (size_t)(avail - new_end);
-    if (rem > HDR + L->min_split) {
+    if (rem > L->min_split) {
       char *dlo = nx->dlo, *dhi = nx->dhi;
       nx->start = new_end;
       nx->size = rem;
@@ -670,7 +751,6 @@ static int grow_in_place(hpcmem_large_t *L, rec_t *r, char *new_end) {
 }
 
 int _hpcmem_large_resize(hpcmem_large_t *L, void *p, size_t new_size) {
-  uint64_t now = _hpcmem_prim_now_ns();
   rec_t *r;
   _hpcmem_lock(&L->lock);
   if (lookup(L, p, &r)) {
@@ -678,8 +758,9 @@ int _hpcmem_large_resize(hpcmem_large_t *L, void *p, size_t new_size) {
     _hpcmem_unlock(&L->lock);
     return -EINVAL;
   }
+  uint64_t now = clock_tick(L);
   size_t kb = block_bytes(L, new_size);
-  char *base = r->data - HDR;
+  char *base = r->data;
   if (!kb || kb > (size_t)(L->end - base)) { _hpcmem_unlock(&L->lock); return -ENOMEM; }
   char *new_end = base + kb;
   size_t old = usable(r);
@@ -687,7 +768,7 @@ int _hpcmem_large_resize(hpcmem_large_t *L, void *p, size_t new_size) {
   if (new_end <= rend(r)) {
     size_t rem = (size_t)(rend(r) - new_end);
     rec_t *t;
-    if (rem > HDR + L->min_split && (t = rec_new(L))) {
+    if (rem > L->min_split && (t = rec_new(L))) {
       t->start = new_end;
       t->size = rem;
       t->prev = r;
@@ -738,11 +819,11 @@ void _hpcmem_large_stats(hpcmem_large_t *L, hpcmem_large_stats_t *out) {
   out->free_bytes = L->free_bytes;
   out->retained_bytes = L->retained_bytes;
   out->decayed_bytes = L->decayed_bytes;
-  out->meta_bytes = L->recs_used * sizeof(rec_t);
+  out->meta_bytes = L->recs_used * sizeof(rec_t) + L->hcap * sizeof(slot_t);
   out->live_blocks = L->live_blocks;
   out->free_blocks = L->free_blocks;
   rec_t *n = L->root;
-  while (n && n->right) n = n->right;
+  while (n && n->child[1]) n = n->child[1];
   out->largest_free = n ? n->size : 0;
   out->alloc_count = L->alloc_count;
   out->free_count = L->free_count;
@@ -759,12 +840,12 @@ static long check_tree(const rec_t *n, const rec_t *parent, size_t *count) {
   if (n->parent != parent) return fail("tree parent link", n->start), -1;
   if (n->state != REC_FREE) return fail("non-free block in the tree", n->start), -1;
   if (n->red && parent && parent->red) return fail("red node with red parent", n->start), -1;
-  if (n->left && !key_less(n->left, n)) return fail("tree order (left)", n->start), -1;
-  if (n->right && !key_less(n, n->right)) return fail("tree order (right)", n->start), -1;
+  if (n->child[0] && !key_less(n->child[0], n)) return fail("tree order (left)", n->start), -1;
+  if (n->child[1] && !key_less(n, n->child[1])) return fail("tree order (right)", n->start), -1;
   (*count)++;
-  long l = check_tree(n->left, n, count);
+  long l = check_tree(n->child[0], n, count);
   if (l < 0) return -1;
-  long r = check_tree(n->right, n, count);
+  long r = check_tree(n->child[1], n, count);
   if (r < 0) return -1;
   if (l != r) return fail("unequal black heights", n->start), -1;
   return l + !n->red;
@@ -781,15 +862,14 @@ static int check_locked(hpcmem_large_t *L) {
     if (r < L->recs || r >= L->rec_bump) return fail("record outside the pool", r);
     if (r->prev != prev) return fail("prev link", r->start);
     if (r->start != expect) return fail("blocks not contiguous", r->start);
-    if (!r->size || r->size % A || ((uintptr_t)r->start + HDR) % A) return fail("block off the alignment grid", r->start);
+    if (!r->size || r->size % A || (uintptr_t)r->start % A) return fail("block off the alignment grid", r->start);
     if (rend(r) > L->top || rend(r) < r->start) return fail("block beyond the extent", r->start);
     expect = rend(r);
     switch (r->state) {
     case REC_LIVE: {
-      const hdr_t *h = (const hdr_t *)(r->data - HDR);
-      if (r->data < r->start + HDR || r->data >= rend(r) || ((uintptr_t)r->data % A))
+      if (r->data < r->start || r->data >= rend(r) || ((uintptr_t)r->data % A))
         return fail("live data outside its block", r->start);
-      if (h->magic != (LIVE_MAGIC ^ (uintptr_t)r->data) || h->rec != r) return fail("live header", r->data);
+      if (hash_find(L, (uintptr_t)r->data) != r) return fail("live block missing from the hash table", r->data);
       nlive++; live += usable(r); over += (size_t)(r->data - r->start);
       break;
     }
@@ -815,9 +895,26 @@ static int check_locked(hpcmem_large_t *L) {
     return fail("free counts", NULL);
   if (live + over + fbytes != (size_t)(L->top - L->lo)) return fail("bytes do not add up", NULL);
   if (nrec != L->recs_used) return fail("records in use but not in the list", NULL);
+  if (L->hcount != nlive || L->hcount * 2 > L->hcap) return fail("hash table count", NULL);
+  for (size_t i = 0, n = 0; i < L->hcap; i++) {
+    const slot_t *sl = &L->htab[i];
+    if (!sl->key) continue;
+    if (++n > nlive || sl->rec < L->recs || sl->rec >= L->rec_bump || sl->rec->state != REC_LIVE ||
+        (uintptr_t)sl->rec->data != sl->key)
+      return fail("stale hash table entry", (void *)sl->key);
+  }
   if (L->root && (L->root->red || L->root->parent)) return fail("tree root", L->root->start);
   size_t ntree = 0;
   if (check_tree(L->root, NULL, &ntree) < 0) return -EFAULT;
+  if (L->root) {   /* in order, which also covers order across subtrees */
+    rec_t *n = L->root, *pk = NULL;
+    size_t nin = 0;
+    while (n->child[0]) n = n->child[0];
+    for (; n; pk = n, n = tree_next(n)) {
+      if (pk && !key_less(pk, n)) return fail("tree order", n->start);
+      if (++nin > ntree) return fail("tree walk longer than the tree", n->start);
+    }
+  }
   size_t nbusy = 0;
   for (const rec_t *r = L->busy; r; r = r->dnext) {
     if (r->state != REC_BUSY || ++nbusy > nrec) return fail("busy list", r);

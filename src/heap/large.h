@@ -1,16 +1,16 @@
 /* Large-block tier (SWAlloc): requests at or above HPCMEM_LARGE_THRESHOLD.
  *
  * One address range is reserved once (lazily backed) and cut into blocks
- * [padding | header | data | remainder].  The in-band header is 16 bytes
- * right before the data: a magic word tied to the data address and a
- * pointer to the block's record.  Records live out of band in a dense pool
- * at the front of the reservation; they carry the address-ordered list
- * (O(1) coalescing), the best-fit red-black tree of free blocks keyed by
- * (size, address), and the decay bookkeeping.  Keeping them out of band
- * means a best-fit search walks a few kilobytes of records instead of one
- * page per free block, and free blocks have no in-band metadata at all, so
- * decay can hand back every whole page inside them.  docs/large-tier.md
- * explains the design and the measurements. */
+ * [padding | data | remainder] on a grid of the configured alignment.  The
+ * metadata of a block is a record in a dense pool at the front of the
+ * reservation: the address-ordered list (O(1) coalescing), the best-fit
+ * red-black tree of free blocks keyed by (size, address), and the decay
+ * bookkeeping.  free(p) finds the record through a hash table keyed by the
+ * data pointer, which also validates p exactly.  Nothing is ever written
+ * into the blocks themselves: no page of a block is touched by the
+ * allocator, a user overflow cannot damage the metadata, and decay can give
+ * back every whole page of a free block.  docs/large-tier.md explains why
+ * (measurements against an in-band header) and how decay works. */
 #ifndef HPCMEM_HEAP_LARGE_H
 #define HPCMEM_HEAP_LARGE_H
 #include <stddef.h>
@@ -24,13 +24,10 @@ extern "C" {
 typedef struct hpcmem_large_config {
   size_t reserve;      /* bytes of address space for the data region (0: 1 TiB); lazily backed */
   size_t align;        /* data alignment, power of two >= 16 (0: 256) */
-  size_t min_split;    /* split only if the remainder > header + min_split */
+  size_t min_split;    /* split off a remainder (or an alignment lead) only if larger than this */
   uint64_t decay_ns;   /* free pages unused this long are given back (0: at once) */
   int thp;             /* madvise(MADV_HUGEPAGE) on the data region */
 } hpcmem_large_config_t;
-
-/* Bytes of in-band metadata in front of every data pointer. */
-#define HPCMEM_LARGE_HDR 16
 
 typedef struct hpcmem_large_rec hpcmem_large_rec_t;
 
@@ -38,11 +35,11 @@ typedef struct hpcmem_large_stats {
   size_t reserved_bytes;  /* address space reserved for data */
   size_t mapped_bytes;    /* extent of the region in use (blocks cover it exactly) */
   size_t live_bytes;      /* usable bytes of live blocks */
-  size_t overhead_bytes;  /* headers and alignment padding of live blocks */
+  size_t overhead_bytes;  /* alignment padding in front of live data */
   size_t free_bytes;      /* bytes in free blocks; mapped = live + overhead + free */
   size_t retained_bytes;  /* free bytes that may still be backed (not yet decayed) */
   size_t decayed_bytes;   /* bytes given back with madvise, in total */
-  size_t meta_bytes;      /* out-of-band records in use */
+  size_t meta_bytes;      /* records in use and the hash table */
   size_t live_blocks;
   size_t free_blocks;
   size_t largest_free;    /* largest free block */
@@ -64,6 +61,8 @@ typedef struct hpcmem_large {
   size_t min_split;
   uint64_t decay_ns;
   uint64_t next_decay_ns;  /* earliest time the next decay pass may run */
+  uint64_t now_ns;         /* the clock as last read (see clock_tick) */
+  unsigned tick;
 
   char *map;               /* whole reservation: records, then data */
   size_t map_size;
@@ -81,6 +80,13 @@ typedef struct hpcmem_large {
   hpcmem_large_rec_t *root;              /* free blocks by (size, address) */
   hpcmem_large_rec_t *dhead, *dtail;     /* dirty free blocks, oldest first */
   hpcmem_large_rec_t *busy;              /* blocks being decayed outside the lock */
+  struct hpcmem_large_slot *htab;        /* data pointer -> record of live blocks */
+  size_t hcap, hcap_max, hcount;
+  unsigned hshift;
+  int hside;
+  char *harea[2];                        /* the table doubles from one area into the other */
+  uintptr_t *ring;                       /* recent frees, to tell a double free */
+  unsigned ring_pos;
 
   size_t live_bytes, overhead_bytes, free_bytes, retained_bytes, decayed_bytes;
   size_t live_blocks, free_blocks;
