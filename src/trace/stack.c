@@ -4,7 +4,7 @@
  * unw_backtrace (DWARF unwind tables, cached per thread), glibc's
  * backtrace() (libgcc's unwinder), and a frame-pointer walk, which is the
  * fastest but only sees the whole stack when every caller keeps frame
- * pointers (-fno-omit-frame-pointer).  The measured costs are in
+ * pointers (-fno-omit-frame-pointer; the recorder's own functions do).  The measured costs are in
  * docs/trace-format.md.
  *
  * Interning: each distinct stack gets an id the first time it is seen;
@@ -103,7 +103,7 @@ const char *_hpcmem_stack_method_name(int m) {
  * points further up the stack by less than 1 MiB and is aligned, so a
  * frame without a frame pointer ends the walk instead of faulting in the
  * common case (its rbp holds data, rarely a nearby higher stack address). */
-__attribute__((noinline)) static uint32_t fp_walk(uint64_t *out, uint32_t max) {
+__attribute__((noinline, optimize("no-omit-frame-pointer"))) static uint32_t fp_walk(uint64_t *out, uint32_t max) {
   uintptr_t *fp = __builtin_frame_address(0);
   uint32_t n = 0;
   while (n < max) {
@@ -117,6 +117,8 @@ __attribute__((noinline)) static uint32_t fp_walk(uint64_t *out, uint32_t max) {
   return n;
 }
 
+/* keeps a frame pointer, like the hook, so that the walk can pass through */
+__attribute__((optimize("no-omit-frame-pointer")))
 uint32_t _hpcmem_stack_capture(uint64_t *frames, uint32_t max, const void *from) {
   int want = (int)(max + HMT_CAPTURE_EXTRA), n = 0;
   switch (method) {

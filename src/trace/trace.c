@@ -270,7 +270,7 @@ static void append(hmt_tbuf_t *b, unsigned kind, int sys, uint64_t t, uint64_t p
   if (G.final || t - b->first_time > HMT_FLUSH_AGE_NS) owner_flush(b);
 }
 
-__attribute__((noinline)) void _hpcmem_trace_event(int kind, const void *ptr, size_t size,
+__attribute__((noinline, optimize("no-omit-frame-pointer"))) void _hpcmem_trace_event(int kind, const void *ptr, size_t size,
                                                    const void *old_ptr, size_t align) {
   if (!__atomic_load_n(&_hpcmem_trace_enabled, __ATOMIC_ACQUIRE)) return;
   const void *from = __builtin_return_address(0);
