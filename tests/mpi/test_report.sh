@@ -59,7 +59,7 @@ else fail full_banner_table "no per-field table in the full banner"; fi
 
 # --- the imbalance threshold is an option: 50% is not exceeded by 37.5%;
 #     this run starts with MPI_Init_thread
-run threshold overlap HPCMEM_IMBALANCE_THRESHOLD=50 HPCMEM_TEST_INIT_THREAD=1
+run threshold overlap HPCMEM_REPORT=summary HPCMEM_IMBALANCE_THRESHOLD=50 HPCMEM_TEST_INIT_THREAD=1
 f=$(json threshold)
 [ -n "$f" ] && { python3 "$check" job "$f" --suite report.threshold50 --np $np --mib $mib \
     --overhead-mib $overhead --layout overlap --threshold 50 || fails=$((fails + 1)); }
