@@ -67,6 +67,18 @@ if grep -q 'imbalance (max-mean)/max = .*(threshold 50%)' "$tmp/threshold.err" &
    ! grep -q IMBALANCE "$tmp/threshold.err"; then ok threshold_banner
 else fail threshold_banner "$(grep -i imbalance "$tmp/threshold.err")"; fi
 
+# --- the same program built as the README says: mpicc app.c -o app -lhpcmem
+if [ -x "$top_builddir/tests/mpi/mpicc_link" ] && ldd "$top_builddir/tests/mpi/mpicc_link" | grep -q libhpcmem; then
+  prog=$top_builddir/tests/mpi/mpicc_link
+  run mpicc overlap HPCMEM_REPORT=summary
+  prog=$top_builddir/tests/mpi/report_ranks
+  f=$(json mpicc)
+  if [ "$(cat "$tmp/mpicc.rc")" = 0 ] && [ -n "$f" ]; then ok mpicc_run
+  else fail mpicc_run "exit $(cat "$tmp/mpicc.rc"), json '$f'"; fi
+  [ -n "$f" ] && { python3 "$check" job "$f" --suite report.mpicc --np $np --mib $mib \
+      --overhead-mib $overhead --layout overlap || fails=$((fails + 1)); }
+else fail mpicc_run "tests/mpi/mpicc_link missing or not linked with libhpcmem"; fi
+
 # --- HPCMEM_REPORT=off: no banner, no file, nothing at exit either
 run off overlap HPCMEM_REPORT=off
 if [ "$(cat "$tmp/off.rc")" = 0 ] && [ -z "$(ls "$tmp/off")" ] && ! grep -q '^libhpcmem:' "$tmp/off.err"; then
