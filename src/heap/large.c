@@ -24,6 +24,8 @@
 #define HASH_MIN 256                    /* slots of the smallest table */
 #define DECAY_BATCH 32
 #define THP_SIZE ((size_t)2 << 20)
+#define THP_BLOCK_MIN ((size_t)16 << 20)  /* huge pages only for blocks this large */
+#define THP_CALLS_MAX 4096                /* each call may split the mapping: stay far from max_map_count */
 
 enum { REC_UNUSED = 0, REC_LIVE = 0x11, REC_FREE = 0x22, REC_BUSY = 0x33 };
 
@@ -537,10 +539,13 @@ int _hpcmem_large_init(hpcmem_large_t *L, const hpcmem_large_config_t *cfg) {
   if (cap > REC_CAP_MAX) cap = REC_CAP_MAX;
   size_t hcap_max = HASH_MIN;
   while (hcap_max < 2 * cap) hcap_max *= 2;
-  /* [records | hash table area 0 | area 1 | recent frees | data], all lazily backed */
+  /* [records | hash table area 0 | area 1 | recent frees | THP bitmap | data],
+   * all lazily backed */
   size_t rec_bytes = up(cap * sizeof(rec_t), page);
   size_t hbytes = up(hcap_max * sizeof(slot_t), page);
-  size_t meta = up(rec_bytes + 2 * hbytes + RING * sizeof(uintptr_t), gran);
+  size_t ring_bytes = up(RING * sizeof(uintptr_t), page);
+  size_t thp_bytes = up(reserve / THP_SIZE / 8 + 1, page);
+  size_t meta = up(rec_bytes + 2 * hbytes + ring_bytes + thp_bytes, gran);
   char *map = _hpcmem_prim_reserve(meta + reserve, gran);
   if (!map) return -(errno ? errno : ENOMEM);
 
@@ -561,10 +566,10 @@ int _hpcmem_large_init(hpcmem_large_t *L, const hpcmem_large_config_t *cfg) {
   L->hcap_max = hcap_max;
   L->hshift = 64 - (unsigned)__builtin_ctzl(HASH_MIN);
   L->ring = (uintptr_t *)(map + rec_bytes + 2 * hbytes);
+  L->thp_marked = (uint64_t *)(map + rec_bytes + 2 * hbytes + ring_bytes);
   L->base = map + meta;
   L->end = L->base + reserve;
   L->lo = L->top = L->base;
-  if (c.thp) _hpcmem_prim_hugepages(L->base, reserve, 1);
   L->now_ns = _hpcmem_prim_now_ns();
   schedule(L, L->now_ns);
   return 0;
@@ -621,6 +626,33 @@ static rec_t *grow(hpcmem_large_t *L, size_t kb, size_t align, size_t *lead, rec
   return r;
 }
 
+/* Transparent huge pages, for large blocks only.  Marking the whole
+ * region made every first touch fault in 2 MiB: a heap of 4,096 blocks of
+ * up to 8 MiB of which the program touches two pages each grew from 30 MiB
+ * to the whole extent (17 GiB).  A block of 16 MiB or more that gets huge
+ * pages costs at most two partly used huge pages, and touching all of it
+ * runs twice as fast (fewer TLB misses).  The 2 MiB chunks already marked
+ * are remembered, so reusing the same range makes no system call.  With
+ * the lock held; returns the range the caller marks after unlocking. */
+static void thp_claim(hpcmem_large_t *L, const rec_t *r, char **lo, char **hi) {
+  *lo = *hi = NULL;
+  if (!L->thp || usable(r) < THP_BLOCK_MIN || L->thp_calls >= THP_CALLS_MAX) return;
+  size_t a = (size_t)(up((uintptr_t)r->data, THP_SIZE) - (uintptr_t)L->base) / THP_SIZE;
+  size_t b = (size_t)(down((uintptr_t)rend(r), THP_SIZE) - (uintptr_t)L->base) / THP_SIZE;
+  size_t first = b, last = a;
+  for (size_t i = a; i < b; i++) {
+    uint64_t bit = (uint64_t)1 << (i % 64);
+    if (L->thp_marked[i / 64] & bit) continue;
+    L->thp_marked[i / 64] |= bit;
+    if (first == b) first = i;
+    last = i + 1;
+  }
+  if (first >= last) return;
+  L->thp_calls++;
+  *lo = L->base + first * THP_SIZE;
+  *hi = L->base + last * THP_SIZE;
+}
+
 /* Block bytes for `size` usable bytes, on the A0 grid; 0 when too large. */
 static inline size_t block_bytes(const hpcmem_large_t *L, size_t size) {
   if (size > (size_t)(L->end - L->lo)) return 0;
@@ -658,7 +690,10 @@ void *_hpcmem_large_alloc(hpcmem_large_t *L, size_t size, size_t align) {
   L->overhead_bytes += lead;
   L->alloc_count++;
   DEBUG_LOCAL(L, r);
+  char *hlo, *hhi;
+  thp_claim(L, r, &hlo, &hhi);
   finish_unlock(L, now);
+  if (hlo) _hpcmem_prim_hugepages(hlo, (size_t)(hhi - hlo), 1);   /* the block is ours alone */
   return data;
 nomem:
   _hpcmem_unlock(&L->lock);

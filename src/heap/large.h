@@ -26,7 +26,7 @@ typedef struct hpcmem_large_config {
   size_t align;        /* data alignment, power of two >= 16 (0: 256) */
   size_t min_split;    /* split off a remainder (or an alignment lead) only if larger than this */
   uint64_t decay_ns;   /* free pages unused this long are given back (0: at once) */
-  int thp;             /* madvise(MADV_HUGEPAGE) on the data region */
+  int thp;             /* transparent huge pages for blocks of 16 MiB and more */
 } hpcmem_large_config_t;
 
 typedef struct hpcmem_large_rec hpcmem_large_rec_t;
@@ -87,6 +87,8 @@ typedef struct hpcmem_large {
   char *harea[2];                        /* the table doubles from one area into the other */
   uintptr_t *ring;                       /* recent frees, to tell a double free */
   unsigned ring_pos;
+  uint64_t *thp_marked;                  /* 2 MiB chunks given MADV_HUGEPAGE */
+  unsigned thp_calls;
 
   size_t live_bytes, overhead_bytes, free_bytes, retained_bytes, decayed_bytes;
   size_t live_blocks, free_blocks;
