@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "hpcmem_stats_fields.h"
+#include "hpcmem_contig.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -6,6 +6,7 @@
 #include "api/internal.h"
 #include "hpcmem.h"
 #include "prim/prim.h"
+#include "place/contig.h"
 #include "topo/topo.h"
 #include "util/job.h"
 #include "util/log.h"
@@ -248,6 +249,9 @@ static int free_any(hpcmem_tcache_t *t, void *p, const char *fn) {
     t->st.large_free_count++;
   } else if ((uintptr_t)p - (uintptr_t)_hpcmem_heaps.base < _hpcmem_heaps.size) {
     misuse(fn, p, "not allocated: no live block at this address (double free, or never returned by malloc)");
+    return -1;
+  } else if (_hpcmem_contig_owner(p)) {
+    misuse(fn, p, "pointer from hpcmem_contig_malloc: give it back with hpcmem_contig_free");
     return -1;
   } else if (from_system(p)) {
     __libc_free(p);                            /* the system allocator's, from before libhpcmem */
