@@ -356,8 +356,9 @@ int _hpcmem_place_commit(int flags) {
     rec_t *r = recs[i];
     if (r->state == HPCMEM_PLACE_PENDING) stats.pending--;
     if (r->req.failed) {
+      hpcmem_place_piece_t all = {0, r->req.size, HPCMEM_CLASS_ANY, 0};
+      if (r->state != HPCMEM_PLACE_PENDING) bind_piece(r->base, &all, 0, 0);   /* a recommit: unbind */
       r->state = HPCMEM_PLACE_FAILED;
-      bind_rec(r);   /* back to the OS default (a recommit may have bound it before) */
       if (!ret) ret = -ENOMEM;
       continue;
     }
