@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include "hpcmem_stats_fields.h"
 #include "hpcmem_contig.h"
+#include "hpcmem_place.h"
 
 #ifdef __cplusplus
 extern "C" {
