@@ -1,0 +1,36 @@
+/* Symbolisation of return addresses recorded in traces, after the run:
+ * elfutils libdw when the build has it (HAVE_LIBDW), else addr2line.
+ * Each object file is opened once however many ranks' traces refer to it;
+ * each (file, address) is looked up once. */
+#ifndef HPCMEM_TOOLS_HMT_SYMBOLS_H
+#define HPCMEM_TOOLS_HMT_SYMBOLS_H
+#include <stdint.h>
+#include "hmt_reader.h"
+
+typedef struct hmt_symtab hmt_symtab_t;
+
+typedef struct {
+  const char *function;  /**< demangled; "0x1234" offset in the module when unknown */
+  const char *file;      /**< source file, or NULL */
+  int line;              /**< 0 when unknown */
+  const char *module;    /**< path of the object file, or "?" */
+  int known;             /**< 1 when the function name was found */
+} hmt_sym_t;
+
+enum { HMT_SYM_AUTO, HMT_SYM_LIBDW, HMT_SYM_ADDR2LINE, HMT_SYM_NONE };
+
+hmt_symtab_t *hmt_sym_new(int method);
+void hmt_sym_free(hmt_symtab_t *s);
+/** Name of the method actually used ("libdw", "addr2line", "none"). */
+const char *hmt_sym_method(const hmt_symtab_t *s);
+
+/** Symbolise a return address (looked up at addr - 1) of a trace.  The
+ *  result lives as long as the table. */
+const hmt_sym_t *hmt_sym_lookup(hmt_symtab_t *s, const hmt_reader_t *r, uint64_t addr);
+
+/** Warnings collected (binary changed since the run, file missing), one
+ *  per module; returns the count and the i-th text. */
+size_t hmt_sym_warnings(const hmt_symtab_t *s);
+const char *hmt_sym_warning(const hmt_symtab_t *s, size_t i);
+
+#endif
