@@ -813,8 +813,7 @@ int _hpcmem_large_resize(hpcmem_large_t *L, void *p, size_t new_size) {
       r->size -= rem;
       t->dlo = t->start;
       t->dhi = rend(t);
-      t = release_block(L, t, now);
-      DEBUG_LOCAL(L, t);
+      release_block(L, t, now);
     }
   } else {
     rc = grow_in_place(L, r, new_end);
@@ -823,6 +822,7 @@ int _hpcmem_large_resize(hpcmem_large_t *L, void *p, size_t new_size) {
     L->live_bytes = L->live_bytes - old + usable(r);
     L->resize_count++;
     DEBUG_LOCAL(L, r);
+    DEBUG_LOCAL(L, r->next);
   }
   finish_unlock(L, now);
   return rc;
