@@ -1,0 +1,160 @@
+#!/bin/sh
+# hpcmem-report on a 4-rank job whose memory is known in advance
+# (tests/trace/trace_workload.c says what each rank allocates):
+# high-water marks, peak of the sum, per-function breakdown with and without
+# wrapper collapse, leaks, imbalance, JSON, SVG, heaptrack export, and
+# damaged input (a clear error naming the file and offset, never a crash).
+# Needs jq to read the JSON (skipped without it).
+b=${top_builddir:-.}
+REPORT=$b/tools/hpcmem-report
+WORKLOAD=$b/tests/trace/trace_workload
+dir=$(mktemp -d /tmp/hpcmem-report-test.XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+fails=0
+ok() { echo "[       OK ] hpcmem_report.$1"; }
+ko() { echo "[  FAILED  ] hpcmem_report.$1 ($2)"; fails=$((fails + 1)); }
+
+if ! command -v jq >/dev/null 2>&1; then
+  echo "[  SKIPPED ] hpcmem_report.all (jq is not installed: apt-get install jq)"; exit 77
+fi
+q() { jq -r "$1" "$dir/report.json"; }
+
+MiB=1048576
+# within [want, want + slack): the job's own small allocations (stdio,
+# libhpcmem's S allocations) may add to the synthetic ones once the
+# allocator traces the process itself
+near() { [ "$1" -ge "$2" ] 2>/dev/null && [ "$1" -lt $(($2 + $3)) ]; }
+
+if ! "$WORKLOAD" "$dir/trace" 4; then echo "[  FAILED  ] hpcmem_report.workload (did not run)"; exit 1; fi
+
+# --- JSON -------------------------------------------------------------------
+if "$REPORT" --json="$dir/report.json" "$dir/trace" > "$dir/report.txt" 2> "$dir/err.txt"; then ok runs; else ko runs "exit $?: $(cat "$dir/err.txt")"; fi
+
+n=$(q '.ranks | length')
+[ "$n" = 4 ] && ok four_ranks || ko four_ranks "got $n"
+
+bad=""
+for r in 0 1 2 3; do
+  hwm=$(q ".ranks[] | select(.rank == $r) | .hwm_bytes")
+  near "$hwm" $(((10 * r + 20) * MiB)) $MiB || bad="$bad rank$r=$hwm"
+done
+[ -z "$bad" ] && ok hwm_per_rank_is_10r_plus_20_MiB || ko hwm_per_rank_is_10r_plus_20_MiB "$bad"
+
+peak=$(q '.job.peak_bytes')
+near "$peak" $((140 * MiB)) $((4 * MiB)) && ok job_peak_is_the_sum_at_the_barrier || ko job_peak_is_the_sum_at_the_barrier "$peak"
+
+# at the job peak every rank is at its own peak
+bad=""
+for r in 0 1 2 3; do
+  v=$(q ".job.ranks_at_peak[] | select(.rank == $r) | .bytes")
+  near "$v" $(((10 * r + 20) * MiB)) $MiB || bad="$bad rank$r=$v"
+done
+[ -z "$bad" ] && ok ranks_at_the_job_peak || ko ranks_at_the_job_peak "$bad"
+
+bad=""
+for r in 0 1 2 3; do
+  mesh=$(q ".ranks[] | select(.rank == $r) | .functions_at_peak[] | select(.name == \"read_mesh\") | .bytes")
+  wrap=$(q ".ranks[] | select(.rank == $r) | .functions_at_peak[] | select(.name == \"local_alloc\") | .bytes")
+  [ "$mesh" = $((10 * (r + 1) * MiB)) ] || bad="$bad read_mesh@$r=$mesh"
+  [ "$wrap" = $((10 * MiB)) ] || bad="$bad local_alloc@$r=$wrap"
+done
+[ -z "$bad" ] && ok functions_at_peak || ko functions_at_peak "$bad"
+
+mn=$(q '.imbalance.min_rank'); mx=$(q '.imbalance.max_rank'); im=$(q '.imbalance.imbalanced')
+[ "$mn" = 0 ] && [ "$mx" = 3 ] && [ "$im" = true ] && ok imbalance || ko imbalance "min $mn max $mx imbalanced $im"
+
+leak=$(q '[.leaks.functions[] | select(.name == "leak") | .bytes] | add')
+[ "$leak" = $((1000 * 1024)) ] && ok leaks_by_function || ko leaks_by_function "got $leak"
+lst=$(q '.leaks.stacks[0] | "\(.ranks) \(.frames[.attribution].function)"')
+[ "$lst" = "4 leak" ] && ok leaks_by_stack || ko leaks_by_stack "got $lst"
+
+um=$(q '.ranks[] | select(.rank == 1) | .unmatched_frees')
+[ "$um" -ge 1 ] 2>/dev/null && ok free_of_memory_from_before_the_trace || ko free_of_memory_from_before_the_trace "got $um"
+
+hist=$(q '[.histogram[].count] | add')
+allocs=$(q '[.ranks[] | .mallocs + .callocs + .memaligns + .reallocs] | add')
+[ "$hist" = "$allocs" ] && ok histogram_counts_every_allocation || ko histogram_counts_every_allocation "$hist vs $allocs"
+
+# --- wrapper collapse (WMTrace's drill-down past local_alloc) -------------------
+"$REPORT" --collapse-wrappers --json="$dir/report.json" "$dir/trace" > /dev/null 2>&1
+bad=""
+for r in 0 3; do
+  a=$(q ".ranks[] | select(.rank == $r) | .functions_at_peak[] | select(.name == \"assemble\") | .bytes")
+  h=$(q ".ranks[] | select(.rank == $r) | .functions_at_peak[] | select(.name == \"build_halo\") | .bytes")
+  l=$(q ".ranks[] | select(.rank == $r) | [.functions_at_peak[] | select(.name == \"local_alloc\")] | length")
+  [ "$a" = $((6 * MiB)) ] && [ "$h" = $((4 * MiB)) ] && [ "$l" = 0 ] || bad="$bad rank$r: assemble=$a build_halo=$h local_alloc=$l"
+done
+[ -z "$bad" ] && ok collapse_wrappers || ko collapse_wrappers "$bad"
+"$REPORT" --wrapper='local_*' --json="$dir/report.json" "$dir/trace" > /dev/null 2>&1
+a=$(q '.ranks[] | select(.rank == 3) | .functions_at_peak[] | select(.name == "assemble") | .bytes')
+[ "$a" = $((6 * MiB)) ] && ok wrapper_by_name || ko wrapper_by_name "assemble=$a"
+
+# --- text ---------------------------------------------------------------------------
+if grep -q '^High-water mark per rank' "$dir/report.txt" && grep -q '50.00 MiB' "$dir/report.txt" &&
+   grep -q 'read_mesh (trace_workload.c' "$dir/report.txt" && grep -q '^Job: peak of the sum 140' "$dir/report.txt"; then
+  ok text_report
+else
+  ko text_report "$(head -c 300 "$dir/report.txt")"
+fi
+
+# --- plots ------------------------------------------------------------------------------
+"$REPORT" --svg="$dir/svg" "$dir/trace" > /dev/null 2>&1
+bad=""
+for f in memory-over-time job-memory-over-time hwm-per-rank top-stacks; do
+  s="$dir/svg/$f.svg"
+  { head -1 "$s" | grep -q '^<?xml' && tail -1 "$s" | grep -q '^</svg>$'; } || bad="$bad $f"
+done
+grep -c '<polyline' "$dir/svg/memory-over-time.svg" | grep -qx 4 || bad="$bad (not 4 curves)"
+grep -q 'read_mesh' "$dir/svg/top-stacks.svg" || bad="$bad (top-stacks without read_mesh)"
+[ -z "$bad" ] && ok svg_plots || ko svg_plots "$bad"
+
+# --- heaptrack export -----------------------------------------------------------------
+if "$REPORT" --heaptrack=3 -o "$dir/ht.gz" "$dir/trace" > /dev/null 2> "$dir/err.txt" && [ -s "$dir/ht.gz" ]; then
+  if command -v heaptrack_print >/dev/null 2>&1; then
+    heaptrack_print -f "$dir/ht.gz" > "$dir/ht.txt" 2>&1
+    # heaptrack prints decimal megabytes: 50 MiB = 52.43M
+    if grep -q 'peak heap memory consumption: 52.4' "$dir/ht.txt" && grep -q 'read_mesh' "$dir/ht.txt"; then
+      ok heaptrack_print_reads_the_export
+    else
+      ko heaptrack_print_reads_the_export "$(grep -m3 -e peak -e error "$dir/ht.txt")"
+    fi
+  else
+    echo "[  SKIPPED ] hpcmem_report.heaptrack_print_reads_the_export (no heaptrack_print)"
+  fi
+else
+  ko heaptrack_export "$(cat "$dir/err.txt")"
+fi
+
+# --- damaged input ------------------------------------------------------------------------
+cp -r "$dir/trace" "$dir/bad"
+f=$dir/bad/rank-2.hmt
+size=$(wc -c < "$f")
+printf '\377' | dd of="$f" bs=1 seek=$((size - 40)) conv=notrunc 2>/dev/null
+"$REPORT" "$dir/bad" > "$dir/out.txt" 2> "$dir/err.txt"; rc=$?
+if [ $rc = 1 ] && grep -q "rank-2.hmt: offset [0-9]*: " "$dir/err.txt"; then ok corrupt_file_names_file_and_offset
+else ko corrupt_file_names_file_and_offset "exit $rc: $(cat "$dir/err.txt")"; fi
+"$REPORT" --salvage --json="$dir/report.json" "$dir/bad" > /dev/null 2>&1; rc=$?
+n=$(q '.ranks | length')
+[ $rc = 0 ] && [ "$n" = 4 ] && ok salvage_reads_around_the_damage || ko salvage_reads_around_the_damage "exit $rc, $n ranks"
+
+cp "$dir/trace/rank-2.hmt" "$f"
+head -c $((size - 10)) "$dir/trace/rank-2.hmt" > "$f"
+"$REPORT" "$dir/bad" > "$dir/out.txt" 2> "$dir/err.txt"; rc=$?
+if [ $rc = 0 ] && grep -q 'rank 2: .*ends inside a block at offset' "$dir/out.txt"; then ok truncated_file_is_reported
+else ko truncated_file_is_reported "exit $rc: $(grep -m2 '!' "$dir/out.txt") $(cat "$dir/err.txt")"; fi
+
+printf 'not a trace at all, just some text to look at\n' > "$f"
+"$REPORT" "$dir/bad" > /dev/null 2> "$dir/err.txt"; rc=$?
+if [ $rc = 1 ] && grep -q 'rank-2.hmt: offset .*: file header truncated\|rank-2.hmt: offset 0: not a libhpcmem trace file' "$dir/err.txt"; then
+  ok not_a_trace_file
+else ko not_a_trace_file "exit $rc: $(cat "$dir/err.txt")"; fi
+
+mkdir "$dir/empty"
+"$REPORT" "$dir/empty" > /dev/null 2> "$dir/err.txt"; rc=$?
+[ $rc = 2 ] && grep -q 'no trace files' "$dir/err.txt" && ok empty_directory || ko empty_directory "exit $rc: $(cat "$dir/err.txt")"
+"$REPORT" "$dir/nonexistent" > /dev/null 2> "$dir/err.txt"; rc=$?
+[ $rc = 2 ] && grep -q 'nonexistent: No such file' "$dir/err.txt" && ok missing_directory || ko missing_directory "exit $rc"
+"$REPORT" --top=x "$dir/trace" > /dev/null 2> "$dir/err.txt"; rc=$?
+[ $rc = 2 ] && grep -q "top: 'x'" "$dir/err.txt" && ok bad_option || ko bad_option "exit $rc"
+
+[ $fails = 0 ]
