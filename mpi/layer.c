@@ -287,7 +287,11 @@ static int gather_and_emit(work_t *w) {
 void _hpcmem_mpi_finish(void) {
   if (!L.started) return;
   L.started = 0;
-  if (L.mode != HPCMEM_REPORT_OFF && _hpcmem_report_claim()) {
+  /* claimed whatever the answer: a rank whose summary a signal handler
+   * already wrote (and whose program carried on) must still take part in
+   * the collectives, or the other ranks would wait for it forever */
+  _hpcmem_report_claim();
+  if (L.mode != HPCMEM_REPORT_OFF) {
     /* static: the snapshot below must come before any allocation of ours,
      * and the work area (~30 KiB) is no business of the application's stack */
     static work_t w;
@@ -296,8 +300,6 @@ void _hpcmem_mpi_finish(void) {
     int rc = reduce(&w);
     if (rc == MPI_SUCCESS) rc = gather_and_emit(&w);
     if (rc != MPI_SUCCESS) _hpcmem_warn("memory report failed (MPI error %d)", rc);
-  } else {
-    _hpcmem_report_claim();  /* no per-rank summary at exit either */
   }
   free_all();
 }

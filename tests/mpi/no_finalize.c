@@ -3,7 +3,11 @@
  *   no_finalize exit MIB    every rank returns from main without MPI_Finalize
  *   no_finalize abort MIB   rank 1 calls MPI_Abort; mpirun kills the others
  *   no_finalize segv MIB    rank 2 dies of SIGSEGV; mpirun kills the others
- * Each rank's own summary must still be written. */
+ * Each rank's own summary must still be written.
+ *   no_finalize caught MIB  the program handles SIGINT itself (installed
+ *                           before MPI_Init); rank 1 gets one, writes its
+ *                           summary, carries on, and all ranks do reach
+ *                           MPI_Finalize: the job report must still come. */
 #include <mpi.h>
 #include <signal.h>
 #include <stdio.h>
@@ -11,8 +15,12 @@
 #include <string.h>
 #include <unistd.h>
 
+static volatile sig_atomic_t interrupted;
+static void on_sigint(int sig) { (void)sig; interrupted = 1; }
+
 int main(int argc, char **argv) {
   int rank;
+  if (argc > 1 && strcmp(argv[1], "caught") == 0) signal(SIGINT, on_sigint);
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   const char *how = argc > 1 ? argv[1] : "exit";
@@ -27,6 +35,12 @@ int main(int argc, char **argv) {
   } else if (strcmp(how, "segv") == 0) {
     if (rank == 2) raise(SIGSEGV);
     sleep(30);
+  } else if (strcmp(how, "caught") == 0) {
+    if (rank == 1) raise(SIGINT);
+    free(keep);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Finalize();
+    return rank == 1 && !interrupted ? 2 : 0;   /* the program's own handler ran too */
   }
   /* "exit": leave without MPI_Finalize */
   return keep[bytes - 1] == 1 ? 0 : 1;

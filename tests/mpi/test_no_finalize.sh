@@ -69,6 +69,18 @@ PY
 if [ $rc = 0 ] && [ "$res" = ok ]; then ok before_mpi_init.rank_from_launcher
 else fail before_mpi_init.rank_from_launcher "exit $rc, $res"; fi
 
+# the program handles SIGINT itself and carries on: rank 1 writes its summary
+# from the signal, and MPI_Finalize still brings the job report (no hang)
+mkdir -p "$tmp/caught"
+HPCMEM_REPORT=summary HPCMEM_REPORT_DIR="$tmp/caught" \
+  timeout 60 "$top_builddir/tests/run-mpi.sh" $np "$prog" caught $mib > "$tmp/caught.out" 2> "$tmp/caught.err"
+rc=$?
+job=$(ls "$tmp/caught" | grep -c '^hpcmem-report-[^.]*\.json$')
+r1=$(ls "$tmp/caught" | grep -c '\.rank1\.json$')
+if [ $rc = 0 ] && [ "$job" = 1 ] && [ "$r1" = 1 ] && grep -q '^libhpcmem: job .*: 4 ranks' "$tmp/caught.err"; then
+  ok caught_signal.job_report_still_comes
+else fail caught_signal.job_report_still_comes "exit $rc (124: hung), files: $(ls "$tmp/caught" | tr '\n' ' ')"; fi
+
 # one line from rank 0 says where the summaries are
 if grep -q '^libhpcmem: rank 0: MPI_Finalize was not reached (exit)' "$tmp/exit.err"; then ok exit.banner
 else fail exit.banner "stderr: $(grep libhpcmem "$tmp/exit.err" | head -3)"; fi
