@@ -660,6 +660,10 @@ static inline size_t block_bytes(const hpcmem_large_t *L, size_t size) {
 }
 
 void *_hpcmem_large_alloc(hpcmem_large_t *L, size_t size, size_t align) {
+  return _hpcmem_large_alloc_usable(L, size, align, NULL);
+}
+
+void *_hpcmem_large_alloc_usable(hpcmem_large_t *L, size_t size, size_t align, size_t *usable_out) {
   if (align & (align - 1)) { errno = EINVAL; return NULL; }
   if (align < L->align) align = L->align;
   size_t kb = block_bytes(L, size);
@@ -685,8 +689,9 @@ void *_hpcmem_large_alloc(hpcmem_large_t *L, size_t size, size_t align) {
   r->data = data;
   hash_put(L->htab, L->hcap, L->hshift, (uintptr_t)data, r);
   L->hcount++;
+  size_t u = usable(r);
   L->live_blocks++;
-  L->live_bytes += usable(r);
+  L->live_bytes += u;
   L->overhead_bytes += lead;
   L->alloc_count++;
   DEBUG_LOCAL(L, r);
@@ -694,6 +699,7 @@ void *_hpcmem_large_alloc(hpcmem_large_t *L, size_t size, size_t align) {
   thp_claim(L, r, &hlo, &hhi);
   finish_unlock(L, now);
   if (hlo) _hpcmem_prim_hugepages(hlo, (size_t)(hhi - hlo), 1);   /* the block is ours alone */
+  if (usable_out) *usable_out = u;
   return data;
 nomem:
   _hpcmem_unlock(&L->lock);

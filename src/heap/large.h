@@ -109,6 +109,8 @@ void _hpcmem_large_destroy(hpcmem_large_t *L);
  * configured alignment; otherwise any power of two.  NULL with errno ENOMEM
  * when the request cannot be served, EINVAL when align is not a power of 2. */
 void *_hpcmem_large_alloc(hpcmem_large_t *L, size_t size, size_t align);
+/* The same, also storing the usable size (saves a second lock round trip). */
+void *_hpcmem_large_alloc_usable(hpcmem_large_t *L, size_t size, size_t align, size_t *usable);
 /* 0; -EINVAL when p is not the start of a live block of this tier (foreign,
  * interior, misaligned); -EALREADY for a double free that is still
  * recognisable.  Bad input changes nothing.  *size_out (may be NULL)

@@ -532,6 +532,21 @@ TEST(_hpcmem_large_usable_size, LiveAndNot) {
   EXPECT_EQ(t.check(), 0);
 }
 
+TEST(_hpcmem_large_alloc_usable, ReportsUsableSize) {
+  Tier t;
+  size_t u = 0;
+  char *p = (char *)_hpcmem_large_alloc_usable(&t.L, 300 * KiB + 1, 0, &u);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(u, _hpcmem_large_usable_size(&t.L, p));
+  EXPECT_GE(u, 300 * KiB + 1);
+  u = 7;
+  errno = 0;
+  EXPECT_EQ(_hpcmem_large_alloc_usable(&t.L, SIZE_MAX, 0, &u), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  EXPECT_EQ(u, 7u);  // untouched on failure
+  EXPECT_EQ(t.check(), 0);
+}
+
 TEST(_hpcmem_large_owns, AddressRange) {
   Tier t;
   char *p = t.alloc(1 * MiB);
