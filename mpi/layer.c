@@ -26,16 +26,18 @@ static struct {
   int started;
   int mode;                  /* report mode agreed by all ranks at start */
   MPI_Comm world;            /* duplicate of MPI_COMM_WORLD */
-  MPI_Comm node;             /* ranks of this node */
+  MPI_Comm shm;              /* ranks sharing memory with this one */
+  MPI_Comm node;             /* ranks of this node in the report (shm, or a part of it) */
   MPI_Comm leaders;          /* lowest rank of every node; MPI_COMM_NULL elsewhere */
   int rank, size, node_rank, node_size;
+  int node_part;             /* which part of the machine (HPCMEM_REPORT_NODE_SIZE), or -1 */
   int keyval;
   MPI_Datatype rec_type, agg_type, node_type;
   MPI_Op agg_op;
-} L = {0, 0, MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL, 0, 1, 0, 1,
+} L = {0, 0, MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL, 0, 1, 0, 1, -1,
        MPI_KEYVAL_INVALID, MPI_DATATYPE_NULL, MPI_DATATYPE_NULL, MPI_DATATYPE_NULL, MPI_OP_NULL};
 
-MPI_Comm _hpcmem_mpi_node_comm(void) { return L.node; }
+MPI_Comm _hpcmem_mpi_node_comm(void) { return L.shm; }
 
 /* ------------------------------------------------------------------ */
 /* datatypes and the operator, from the record's field list             */
@@ -81,7 +83,9 @@ static void free_all(void) {
   if (L.node_type != MPI_DATATYPE_NULL) PMPI_Type_free(&L.node_type);
   if (L.agg_op != MPI_OP_NULL) PMPI_Op_free(&L.agg_op);
   if (L.leaders != MPI_COMM_NULL) PMPI_Comm_free(&L.leaders);
-  if (L.node != MPI_COMM_NULL) PMPI_Comm_free(&L.node);
+  if (L.node != MPI_COMM_NULL && L.node != L.shm) PMPI_Comm_free(&L.node);
+  L.node = MPI_COMM_NULL;
+  if (L.shm != MPI_COMM_NULL) PMPI_Comm_free(&L.shm);
   if (L.world != MPI_COMM_NULL) PMPI_Comm_free(&L.world);
   if (L.keyval != MPI_KEYVAL_INVALID) PMPI_Comm_free_keyval(&L.keyval);
 }
@@ -105,8 +109,23 @@ static int start_comms(void) {
   PMPI_Comm_set_errhandler(L.world, MPI_ERRORS_RETURN);
   PMPI_Comm_rank(L.world, &L.rank);
   PMPI_Comm_size(L.world, &L.size);
-  rc = PMPI_Comm_split_type(L.world, MPI_COMM_TYPE_SHARED, L.rank, MPI_INFO_NULL, &L.node);
+  rc = PMPI_Comm_split_type(L.world, MPI_COMM_TYPE_SHARED, L.rank, MPI_INFO_NULL, &L.shm);
   if (rc != MPI_SUCCESS) return rc;
+  int shm_rank, shm_size;
+  PMPI_Comm_rank(L.shm, &shm_rank);
+  PMPI_Comm_size(L.shm, &shm_size);
+  /* HPCMEM_REPORT_NODE_SIZE cuts the machine into smaller report nodes; the
+   * node leader's value holds for the whole machine */
+  int per = (int)_hpcmem_opt(REPORT_NODE_SIZE);
+  rc = PMPI_Bcast(&per, 1, MPI_INT, 0, L.shm);
+  if (rc != MPI_SUCCESS) return rc;
+  if (per > 0 && per < shm_size) {
+    L.node_part = shm_rank / per;
+    rc = PMPI_Comm_split(L.shm, L.node_part, shm_rank, &L.node);
+    if (rc != MPI_SUCCESS) return rc;
+  } else {
+    L.node = L.shm;
+  }
   PMPI_Comm_rank(L.node, &L.node_rank);
   PMPI_Comm_size(L.node, &L.node_size);
   rc = PMPI_Comm_split(L.world, L.node_rank == 0 ? 0 : MPI_UNDEFINED, L.rank, &L.leaders);
@@ -222,7 +241,10 @@ static int reduce(work_t *w) {
   if (L.node_rank == 0) {
     w->node.index = _hpcmem_report_state.node;
     w->node.nranks = (uint64_t)L.node_size;
-    snprintf(w->node.host, sizeof w->node.host, "%s", _hpcmem_job.hostname);
+    if (L.node_part >= 0)
+      snprintf(w->node.host, sizeof w->node.host, "%.50s:%d", _hpcmem_job.hostname, L.node_part);
+    else
+      snprintf(w->node.host, sizeof w->node.host, "%s", _hpcmem_job.hostname);
     peak_of(w->node_bins, w->bin_ns, &w->node.peak_sum, &w->node.peak_sum_time);
   }
   return rc;

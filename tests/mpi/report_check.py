@@ -9,6 +9,7 @@ test's own bookkeeping hold besides the known allocations.
 
   report_check.py job  FILE --suite S --np N --mib M --overhead-mib O
                        --layout overlap|phased [--threshold PCT] [--full] [--single-block]
+                       [--nodes K]
       rank r allocated (r+1)*M MiB (tests/mpi/report_ranks.c; --single-block: in one
       allocation, as the Fortran tests do)
   report_check.py rank FILE --suite S --rank R --np N --mib M --overhead-mib O
@@ -98,12 +99,34 @@ def check_job(a):
            and job["imbalanced"] == (imb * 100 > a.threshold),
            f"cv {h['cv']} vs {std / mean}, imbalance {job['imbalance']} vs {imb}, flagged {job['imbalanced']}")
     result(s, "hwm_sum", job["hwm_sum_bytes"] == sum(hwm), f"{job['hwm_sum_bytes']} != {sum(hwm)}")
-    nodes = d["nodes"]
-    result(s, "node_sums", len(nodes) == job["nodes"] == 1 and nodes[0]["nranks"] == np_ and
-           sorted(nodes[0]["ranks"]) == list(range(np_)) and nodes[0]["hwm_sum_bytes"] == sum(hwm) and
-           nodes[0]["sum"]["current_bytes"] == sum(r["current_bytes"] for r in ranks) and
-           nodes[0]["peak_bytes"] == job["peak_bytes"] and job["heaviest_node"] == nodes[0]["node"],
-           f"nodes {[(n['host'], n['nranks'], n['hwm_sum_bytes'], n['peak_bytes']) for n in nodes]}")
+    nodes = sorted(d["nodes"], key=lambda n: n["node"])
+    per = np_ // a.nodes   # the test splits the machine into nodes of consecutive ranks
+    groups = [list(range(k * per, (k + 1) * per)) for k in range(a.nodes)]
+    shape = len(nodes) == job["nodes"] == a.nodes and [sorted(n["ranks"]) for n in nodes] == groups and \
+        all(n["nranks"] == per for n in nodes) and all(r["node"] == r["rank"] // per for r in ranks) and \
+        len(set(n["host"] for n in nodes)) == a.nodes
+    result(s, "node_ranks", shape,
+           f"nodes {[(n['node'], n['host'], n['ranks']) for n in nodes]}, want {groups}")
+    bad = []
+    for n, g in zip(nodes, groups):
+        members = [ranks[r] for r in g if r < np_]
+        for name in d["fields"]:
+            if n["sum"][name] != sum(m[name] for m in members) or n["max"][name] != max(m[name] for m in members):
+                bad.append((n["node"], name))
+        if n["hwm_sum_bytes"] != sum(m["peak_bytes"] for m in members) or \
+           n["hwm"]["max"] != max(m["peak_bytes"] for m in members):
+            bad.append((n["node"], "hwm"))
+    result(s, "node_sums", shape and not bad, f"(node, field) not the sum/max of its ranks: {bad[:6]}")
+    if shape:
+        peaks = [n["peak_bytes"] for n in nodes]
+        held = [sum(want[r] for r in g) for g in groups]
+        # each node's peak over time: at least what its ranks held together (overlap),
+        # at most the sum of their HWMs; the job's is at most the sum of the nodes'
+        ok = all(p <= n["hwm_sum_bytes"] for p, n in zip(peaks, nodes)) and job["peak_bytes"] <= sum(peaks) and \
+            (a.layout != "overlap" or all(p >= h for p, h in zip(peaks, held))) and \
+            job["heaviest_node"] == nodes[peaks.index(max(peaks))]["node"]
+        result(s, "node_peaks", ok, f"node peaks {peaks}, held together {held}, job peak {job['peak_bytes']}, "
+               f"heaviest {job['heaviest_node']}")
     check_fields_consistent(s, d)
     # report_ranks.c: one block of half the amount and 256 small ones; Fortran: one array
     blocks, largest = (1, lambda w: w) if a.single_block else (257, lambda w: w // 2)
@@ -179,6 +202,7 @@ def main():
     p.add_argument("--threshold", type=float, default=20)
     p.add_argument("--full", action="store_true")
     p.add_argument("--single-block", action="store_true", help="each rank allocated one block")
+    p.add_argument("--nodes", type=int, default=1, help="nodes of np/nodes consecutive ranks each")
     p.add_argument("--rank", type=int, default=0)
     p.add_argument("--source", default="exit")
     p.add_argument("--signal", type=int)

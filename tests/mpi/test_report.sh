@@ -67,6 +67,16 @@ if grep -q 'imbalance (max-mean)/max = .*(threshold 50%)' "$tmp/threshold.err" &
    ! grep -q IMBALANCE "$tmp/threshold.err"; then ok threshold_banner
 else fail threshold_banner "$(grep -i imbalance "$tmp/threshold.err")"; fi
 
+# --- two nodes of two ranks (HPCMEM_REPORT_NODE_SIZE=2 cuts this machine in
+#     two): per-node sums, node peaks, the heaviest node
+run nodes overlap HPCMEM_REPORT=summary HPCMEM_REPORT_NODE_SIZE=2
+f=$(json nodes)
+if [ "$(cat "$tmp/nodes.rc")" = 0 ] && [ -n "$f" ] && grep -q '^libhpcmem: job .*: 4 ranks on 2 nodes' "$tmp/nodes.err" &&
+   grep -q '^libhpcmem: heaviest node .*:1: ' "$tmp/nodes.err"; then ok nodes_run
+else fail nodes_run "exit $(cat "$tmp/nodes.rc"), json '$f', $(grep node "$tmp/nodes.err" | tr '\n' '|')"; fi
+[ -n "$f" ] && { python3 "$check" job "$f" --suite report.two_nodes --np $np --mib $mib \
+    --overhead-mib $overhead --layout overlap --nodes 2 || fails=$((fails + 1)); }
+
 # --- the same program built as the README says: mpicc app.c -o app -lhpcmem
 if [ -x "$top_builddir/tests/mpi/mpicc_link" ] && ldd "$top_builddir/tests/mpi/mpicc_link" | grep -q libhpcmem; then
   prog=$top_builddir/tests/mpi/mpicc_link
