@@ -210,6 +210,8 @@ typedef struct {
   uint64_t job_bins[HPCMEM_REPORT_BINS];
   uint64_t node_bins[HPCMEM_REPORT_BINS];
   uint64_t bin_ns;
+  const hpcmem_sample_t *samples;   /* the timeline as of the record */
+  size_t nsamples;
 } work_t;
 
 static void peak_of(const uint64_t *bins, uint64_t bin_ns, uint64_t *peak, uint64_t *when) {
@@ -225,9 +227,7 @@ static int reduce(work_t *w) {
   int rc = PMPI_Allreduce(w->mine, w->job, HPCMEM_REC_NFIELDS, L.agg_type, L.agg_op, L.world);
   if (rc != MPI_SUCCESS) return rc;
   w->bin_ns = _hpcmem_timeline_bin_ns(w->job[HPCMEM_REC_end_ns].max, HPCMEM_REPORT_BINS);
-  const hpcmem_sample_t *s;
-  size_t n = _hpcmem_rec_timeline(&s);
-  _hpcmem_timeline_bin(s, n, _hpcmem_report_state.origin_ns, w->rec.v[HPCMEM_REC_end_ns],
+  _hpcmem_timeline_bin(w->samples, w->nsamples, _hpcmem_report_state.origin_ns, w->rec.v[HPCMEM_REC_end_ns],
                        w->bin_ns, HPCMEM_REPORT_BINS, w->bins);
   /* the recorded peak is exact: never let the sampling step hide it */
   _hpcmem_timeline_point(w->rec.v[HPCMEM_REC_peak_time_ns], w->rec.v[HPCMEM_REC_peak_bytes],
@@ -318,6 +318,7 @@ void _hpcmem_mpi_finish(void) {
      * and the work area (~30 KiB) is no business of the application's stack */
     static work_t w;
     _hpcmem_rec_sample(&w.rec, L.rank, _hpcmem_report_state.node, _hpcmem_report_state.origin_ns);
+    w.nsamples = _hpcmem_rec_timeline(&w.samples);
     _hpcmem_agg_from_rec(w.mine, &w.rec);
     int rc = reduce(&w);
     if (rc == MPI_SUCCESS) rc = gather_and_emit(&w);

@@ -94,8 +94,8 @@ void _hpcmem_timeline_bin(const hpcmem_sample_t *s, size_t n, uint64_t origin_ns
   size_t b = 0;           /* first bin not yet filled with the carried value */
   for (size_t i = 0; i < n; i++) {
     uint64_t t = s[i].t_ns > origin_ns ? s[i].t_ns - origin_ns : 0;
+    if (t > end_ns) break;   /* after the record was taken: not the application's */
     size_t sb = bin_of(t, bin_ns, nbins);
-    if (sb > last_bin) break;
     /* the carried value holds over [previous sample, this sample] */
     for (; b <= sb; b++)
       if (bins[b] < carried) bins[b] = carried;

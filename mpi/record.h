@@ -93,8 +93,8 @@ double _hpcmem_agg_imbalance(const hpcmem_agg_t *a);
  * function during bin b: the value carried in from the last earlier sample,
  * or any sample inside.  Summing such bins over ranks gives, per bin, a value
  * between the true sum and the sum of the ranks' peaks.  Samples must be in
- * time order.  end_ns: job time after which the rank no longer exists (the
- * carried value stops there). */
+ * time order.  end_ns: job time when the rank's record was taken; later
+ * samples are ignored and the carried value stops there. */
 void _hpcmem_timeline_bin(const hpcmem_sample_t *s, size_t n, uint64_t origin_ns,
                           uint64_t end_ns, uint64_t bin_ns, size_t nbins, uint64_t *bins);
 /* Raise one bin to at least `bytes` at job time t (a point that is known

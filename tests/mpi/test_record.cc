@@ -207,11 +207,13 @@ TEST(hpcmem_timeline_bin, EmptyAndEarlyAndLate) {
   uint64_t bins[4];
   _hpcmem_timeline_bin(nullptr, 0, 0, 100, 10, 4, bins);
   for (uint64_t b : bins) EXPECT_EQ(b, 0u);
-  // a sample before the origin counts for bin 0; one after the end is not carried beyond the last bin
-  hpcmem_sample_t s[] = {{10, 7}, {500, 9}};
-  _hpcmem_timeline_bin(s, 2, 100, 1000, 10, 4, bins);
+  // a sample before the origin counts for bin 0; one past the bins is clamped into the last;
+  // one after end_ns (taken after the record) is ignored
+  hpcmem_sample_t s[] = {{10, 7}, {500, 9}, {1200, 99}};
+  _hpcmem_timeline_bin(s, 3, 100, 1000, 10, 4, bins);
   EXPECT_EQ(bins[0], 7u);
-  EXPECT_EQ(bins[3], 9u);   // clamped into the last bin
+  EXPECT_EQ(bins[3], 9u);
+  EXPECT_EQ(bins[1], 7u);
 }
 
 TEST(hpcmem_timeline_point, RaisesOnlyItsBin) {
