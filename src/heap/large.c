@@ -93,13 +93,19 @@ static inline size_t hash_home(unsigned shift, uintptr_t key) {
   return (size_t)(((uint64_t)key * 0x9e3779b97f4a7c15ull) >> shift);
 }
 
-static rec_t *hash_find(const hpcmem_large_t *L, uintptr_t key) {
+/* Index of key's slot, or SIZE_MAX. */
+static size_t hash_slot(const hpcmem_large_t *L, uintptr_t key) {
   size_t mask = L->hcap - 1;
   for (size_t i = hash_home(L->hshift, key);; i = (i + 1) & mask) {
-    const slot_t *sl = &L->htab[i];
-    if (sl->key == key) return sl->rec;
-    if (!sl->key) return NULL;
+    uintptr_t k = L->htab[i].key;
+    if (k == key) return i;
+    if (!k) return SIZE_MAX;
   }
+}
+
+static rec_t *hash_find(const hpcmem_large_t *L, uintptr_t key) {
+  size_t i = hash_slot(L, key);
+  return i == SIZE_MAX ? NULL : L->htab[i].rec;
 }
 
 static void hash_put(slot_t *tab, size_t cap, unsigned shift, uintptr_t key, rec_t *r) {
@@ -127,10 +133,9 @@ static int hash_reserve(hpcmem_large_t *L) {
   return 0;
 }
 
-static void hash_remove(hpcmem_large_t *L, uintptr_t key) {
-  size_t mask = L->hcap - 1, i = hash_home(L->hshift, key);
+static void hash_remove_at(hpcmem_large_t *L, size_t i) {
+  size_t mask = L->hcap - 1;
   slot_t *t = L->htab;
-  while (t[i].key != key) i = (i + 1) & mask;
   /* backward shift: no tombstones, so probe chains never grow with churn */
   for (size_t j = i;;) {
     j = (j + 1) & mask;
@@ -709,18 +714,25 @@ nomem:
 
 /* The live block whose data is p.  Only the tier's own tables are read, so
  * any pointer at all is safe to ask about. */
-static int lookup(const hpcmem_large_t *L, const void *p, rec_t **out) {
+static int lookup_slot(const hpcmem_large_t *L, const void *p, rec_t **out, size_t *slot) {
   uintptr_t c = (uintptr_t)p;
   if ((c & (L->align - 1)) || c < (uintptr_t)L->lo || c >= (uintptr_t)L->top) return -EINVAL;
-  rec_t *r = hash_find(L, c);
-  if (!r) {
-    for (unsigned i = 0; i < RING; i++)
-      if (L->ring[i] == c) return -EALREADY;
+  size_t i = hash_slot(L, c);
+  if (i == SIZE_MAX) {
+    for (unsigned k = 0; k < RING; k++)
+      if (L->ring[k] == c) return -EALREADY;
     return -EINVAL;
   }
+  rec_t *r = L->htab[i].rec;
   if (r->state != REC_LIVE || r->data != (char *)p) return -EINVAL;   /* cannot happen */
   *out = r;
+  *slot = i;
   return 0;
+}
+
+static int lookup(const hpcmem_large_t *L, const void *p, rec_t **out) {
+  size_t slot;
+  return lookup_slot(L, p, out, &slot);
 }
 
 static void unaccount_live(hpcmem_large_t *L, rec_t *r) {
@@ -731,15 +743,16 @@ static void unaccount_live(hpcmem_large_t *L, rec_t *r) {
 
 int _hpcmem_large_free(hpcmem_large_t *L, void *p, size_t *size_out) {
   rec_t *r;
+  size_t slot;
   _hpcmem_lock(&L->lock);
-  int rc = lookup(L, p, &r);
+  int rc = lookup_slot(L, p, &r, &slot);
   if (rc) {
     L->error_count++;
     _hpcmem_unlock(&L->lock);
     return rc;
   }
   uint64_t now = clock_tick(L);
-  hash_remove(L, (uintptr_t)p);
+  hash_remove_at(L, slot);
   L->ring[L->ring_pos++ % RING] = (uintptr_t)p;
   size_t u = usable(r);
   unaccount_live(L, r);
