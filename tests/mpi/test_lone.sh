@@ -21,6 +21,21 @@ if grep -q '^libhpcmem: process [0-9]*: heap high-water mark 48\.[0-9] MiB' "$tm
    grep -q "^libhpcmem: report: $f" "$tmp/err" && [ "$(wc -l < "$tmp/err")" -le 3 ]; then ok banner
 else fail banner "stderr: $(tr '\n' '|' < "$tmp/err")"; fi
 
+# full: the process's own timeline (samples on its clock) and the per-field table
+HPCMEM_REPORT=full HPCMEM_REPORT_DIR="$tmp/full" "$prog" 48 16 > "$tmp/out" 2> "$tmp/err"
+rc=$?
+res=$(python3 - "$tmp/full" <<'PY'
+import glob, json, sys
+d = json.load(open(glob.glob(sys.argv[1] + "/hpcmem-report-pid*.json")[0]))
+r, s = d["ranks"][0], d["samples"]
+ok = d["report"] == "full" and len(s) >= 2 and max(b for t, b in s) == r["peak_bytes"] and \
+    [t for t, b in s] == sorted(t for t, b in s) and all(t <= r["end_ns"] for t, b in s)
+print("ok" if ok else "samples %s, peak %d" % (s[:4], r["peak_bytes"]))
+PY
+)
+if [ $rc = 0 ] && [ "$res" = ok ] && grep -q '^libhpcmem: peak_bytes ' "$tmp/err"; then ok full_timeline
+else fail full_timeline "exit $rc, $res"; fi
+
 HPCMEM_REPORT=off HPCMEM_REPORT_DIR="$tmp/off" "$prog" 8 1 > "$tmp/out" 2> "$tmp/err"
 rc=$?
 if [ $rc = 0 ] && [ ! -e "$tmp/off" ] && [ ! -s "$tmp/err" ]; then ok off
