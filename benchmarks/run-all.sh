@@ -159,14 +159,16 @@ if wanted minife && [ -x "$builddir/miniapps/minife/minife" ]; then
   t0=$(date +%s)
   case $level in full) n=80 ;; tiny) n=12 ;; *) n=40 ;; esac
   : > "$out/minife.csv"
-  # label|ranks|threads|extra options
-  for cfg in "1 rank x 2 threads|1|2|" "2 ranks x 1 thread|2|1|" "4 ranks x 1 thread|4|1|" \
-             "4 ranks uneven (--imbalance=1)|4|1|--imbalance=1"; do
-    label=${cfg%%|*}; rest=${cfg#*|}; np=${rest%%|*}; rest=${rest#*|}; nt=${rest%%|*}; extra=${rest#*|}
+  # label|short label for the plot|ranks|threads|extra options
+  for cfg in "1 rank x 2 threads|1x2|1|2|" "2 ranks x 1 thread|2x1|2|1|" "4 ranks x 1 thread|4x1|4|1|" \
+             "4 ranks uneven (--imbalance=1)|4x1 uneven|4|1|--imbalance=1"; do
+    IFS='|' read -r label short np nt extra <<EOF_CFG
+$cfg
+EOF_CFG
     log=$out/logs/minife-np$np-t$nt${extra:+-uneven}.log
     (cd "$out/logs" && OMP_NUM_THREADS=$nt "$run_mpi" "$np" "$builddir/miniapps/minife/minife" $n $extra) < /dev/null > "$log" 2>&1 \
       || status=1
-    awk -v l="$label" '$1 == "#result" && $2 == "minife" { printf "%s,%s,%s,%s,%s,%s,%s,%s\n", l, $8, $9, $10, $11, $12, $13, $14 }' \
+    awk -v l="$label" -v s="$short" '$1 == "#result" && $2 == "minife" { printf "%s,%s,%s,%s,%s,%s,%s,%s,%s\n", l, $8, $9, $10, $11, $12, $13, $14, s }' \
       "$log" >> "$out/minife.csv"
     note "minife $label: $(grep '^setup' "$log")"
   done
@@ -197,12 +199,12 @@ if wanted minife && [ -x "$builddir/miniapps/minife/minife" ]; then
     echo
     echo "($(($(date +%s) - t0)) s)"
   } >> "$md"
-  grep -q ',failed$' "$out/minife.csv" && status=1
+  grep -q ',failed,' "$out/minife.csv" && status=1
   if [ $have_python = yes ]; then
-    awk -F, '{ print $1 ",setup," $2; print $1 ",assembly," $3; print $1 ",solve," $4 }' "$out/minife.csv" \
+    awk -F, '{ print $9 ",setup," $2; print $9 ",assembly," $3; print $9 ",solve," $4 }' "$out/minife.csv" \
       > "$out/minife-plot.csv"
     python3 "$plot" bars "$out/minife.svg" "$out/minife-plot.csv" --title "miniFE $n^3: time per phase" \
-      --xlabel "" --ylabel seconds && rm -f "$out/minife-plot.csv"
+      --xlabel "ranks x threads" --ylabel seconds && rm -f "$out/minife-plot.csv"
   fi
 fi
 
@@ -211,8 +213,6 @@ if wanted alloc && [ -f "$src/benchmarks/alloc/run.sh" ]; then
   t0=$(date +%s)
   if sh "$src/benchmarks/alloc/run.sh" "$out/alloc" --$level --builddir "$builddir" >&2 && [ -f "$out/alloc/alloc.md" ]; then
     {
-      echo
-      echo "## Allocator micro-benchmarks (benchmarks/alloc)"
       echo
       sed -e 's/^#/##/' -e 's/](\([^/h#][^)]*\))/](alloc\/\1)/' "$out/alloc/alloc.md"
       echo

@@ -5,13 +5,13 @@
 #   benchmarks/bwamem/run.sh OUTDIR [--quick|--tiny|--full] [--sizes LIST]
 #                            [--threads LIST] [--allocs LIST] [--reps N] [--builddir DIR]
 #
-#   --full         the BWA0/1/2 presets as they are (20k, 80k, 320k reads)
-#   --quick        a quarter of the reads (what `make bench` runs), the default
-#   --tiny         2% of the reads, seconds in all (to exercise the runner)
+#   --full         the BWA0/1/2 presets as they are (20k, 80k, 320k reads), best of 3
+#   --quick        15% of the reads, best of 2 (what `make bench` runs), the default
+#   --tiny         2% of the reads, one run, seconds in all (to exercise the runner)
 #   --sizes LIST   comma list out of bwa0,bwa1,bwa2
 #   --threads LIST thread counts (default 1,2,4,8,16)
 #   --allocs LIST  comma list out of glibc,jemalloc,tcmalloc,mimalloc,libhpcmem
-#   --reps N       runs per thread count, the fastest counts (default 1)
+#   --reps N       runs per thread count, the fastest counts (default: by level)
 #   --builddir DIR build directory (default: $top_builddir, the current directory)
 #
 # Writes OUTDIR/bwamem.md (tables), OUTDIR/bwamem.csv
@@ -22,7 +22,7 @@ usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-64}"; }
 
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/../.." && pwd)
-out=""; level=quick; sizes="bwa0,bwa1,bwa2"; threads="1,2,4,8,16"; allocs=""; reps=1; builddir=""
+out=""; level=quick; sizes="bwa0,bwa1,bwa2"; threads="1,2,4,8,16"; allocs=""; reps=""; builddir=""
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) level=quick ;;
@@ -40,7 +40,9 @@ while [ $# -gt 0 ]; do
   shift
 done
 [ -n "$out" ] || usage
-case $level in full) scale=1 ;; quick) scale=0.25 ;; tiny) scale=0.02 ;; esac
+case $level in full) scale=1; r=3 ;; quick) scale=0.15; r=2 ;; tiny) scale=0.02; r=1 ;; esac
+reps=${reps:-$r}
+case $reps in ''|*[!0-9]*|0) echo "run.sh: --reps wants a positive number" >&2; exit 64 ;; esac
 for d in "$builddir" "${top_builddir:-}" "$PWD"; do
   if [ -n "$d" ] && [ -x "$d/benchmarks/bwamem/bwamem" ]; then builddir=$d; break; fi
 done
@@ -91,10 +93,11 @@ done
   ref=$(sed -n '1s/^bwagen: [^(]*(\([^)]*\)).*/\1/p' "$out/logs/gen-$(echo "$sizes" | cut -d, -f1).log")
   echo "One synthetic reference ($ref) and three read sets of 100-base reads, BWA0/1/2"
   echo "at $scale x the presets' read counts (level $level); \`bwagen --preset=SIZE --scale=$scale\` made them."
-  echo "Every run checks its alignments against the generator's true positions. Per allocator:"
+  echo "Every run checks its alignments against the generator's true positions; the fastest of"
+  echo "$reps runs per thread count is shown. Per allocator:"
   echo
   echo '```'
-  echo "env LD_PRELOAD=<allocator> benchmarks/bwamem/bwamem -t $threads --repeat=$reps REF.fa READS.fq"
+  echo "env LD_PRELOAD=<allocator> OMP_WAIT_POLICY=passive benchmarks/bwamem/bwamem -t $threads --repeat=$reps REF.fa READS.fq"
   echo '```'
   echo
   while IFS='|' read -r name lib st; do
