@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 extern "C" {
+#include "prim/prim.h"
 #include "trace/trace.h"
 #include "util/job.h"
 #include "util/options.h"
@@ -543,6 +544,37 @@ TEST(trace_set_rank, before_the_file_exists_names_it_right_away) {
   auto f = files_in(dir);
   ASSERT_EQ(f.size(), 1u);
   EXPECT_EQ(f[0], "rank-2.hmt");
+  rm_rf(dir);
+}
+
+// Time stamps are CLOCK_MONOTONIC nanoseconds (read from the TSC where the
+// kernel's clocksource is the TSC): each lies between clock_gettime calls
+// made around it, within a small error, also after a while.
+TEST(trace_event, times_are_clock_monotonic) {
+  std::string dir = make_tmpdir();
+  start_trace(dir, {"HPCMEM_TRACE_BUFFER=64K"});
+  std::vector<std::pair<uint64_t, uint64_t>> brackets;
+  for (int i = 0; i < 4; i++) {
+    uint64_t a = _hpcmem_prim_now_ns();
+    _hpcmem_trace_event(HPCMEM_EV_MALLOC, fp(0x1000 * (i + 1)), 8, nullptr, 0);
+    uint64_t b = _hpcmem_prim_now_ns();
+    brackets.push_back({a, b});
+    // a full buffer lets the recorder refine its clock
+    for (int k = 0; k < 20000; k++) _hpcmem_trace_event(HPCMEM_EV_FREE, fp(0x100000 + k), 0, nullptr, 0);
+    usleep(300000);
+  }
+  _hpcmem_trace_shutdown();
+  ReadBack rb = read_back(only_file(dir));
+  ASSERT_EQ(rb.rc, 0) << rb.error;
+  int n = 0;
+  for (auto &e : rb.events) {
+    if (e.type != HPCMEM_EV_MALLOC) continue;
+    const int64_t slack = 200000;  // 200 us
+    EXPECT_GE((int64_t)e.time, (int64_t)brackets[n].first - slack) << n;
+    EXPECT_LE((int64_t)e.time, (int64_t)brackets[n].second + slack) << n;
+    n++;
+  }
+  EXPECT_EQ(n, 4);
   rm_rf(dir);
 }
 
