@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 #ifdef HAVE_LIBDW
+#include <dwarf.h>
+#include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #endif
 
@@ -85,6 +87,7 @@ void hmt_sym_free(hmt_symtab_t *s) {
   for (size_t i = 0; i < s->nsyms; i++) {
     free((char *)s->syms[i].function);
     free((char *)s->syms[i].file);
+    free((char *)s->syms[i].decl_file);
   }
   free(s->syms);
   for (size_t i = 0; i < s->nwarnings; i++) free(s->warnings[i]);
@@ -176,16 +179,60 @@ static int open_module(hmt_symtab_t *s, modrec_t *r) {
   return 0;
 }
 
-static int lookup_libdw(modrec_t *r, uint64_t faddr, hmt_sym_t *out) {
-  GElf_Addr a = faddr;
-  const char *name = dwfl_module_addrname(r->mod, a);
-  if (name) { out->function = demangle(name); out->known = 1; }
-  Dwfl_Line *l = dwfl_module_getsrc(r->mod, a);
+/* The line in the function itself: when the address is in code inlined
+ * into it, the line of the outermost inlined call (std::vector's allocate
+ * inlined into assemble() is reported at the line of assemble that calls
+ * push_back).  Also the file the function is defined in. */
+static void lookup_dwarf(Dwfl_Module *mod, GElf_Addr a, hmt_sym_t *out) {
+  Dwarf_Addr bias = 0;
+  Dwarf_Die *cu = dwfl_module_addrdie(mod, a, &bias);
+  if (!cu) return;  /* no debug information covers it: no line, rather than a wrong one */
+  Dwfl_Line *l = dwfl_module_getsrc(mod, a);
   if (l) {
     int line = 0;
     const char *src = dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL);
     if (src) { out->file = strdup(src); out->line = line; }
   }
+  Dwarf_Die *scopes = NULL;
+  int n = dwarf_getscopes(cu, a - bias, &scopes);
+  if (n > 0 && dwarf_tag(&scopes[0]) == DW_TAG_inlined_subroutine) {
+    /* getscopes follows the inlined function's abstract tree; the
+     * concrete chain up to the real function comes from its DIE */
+    Dwarf_Die *chain = NULL;
+    int k = dwarf_getscopes_die(&scopes[0], &chain);
+    if (k > 0) { free(scopes); scopes = chain; n = k; }
+    else free(chain);
+  }
+  int sub = -1, inl = -1;
+  for (int i = 0; i < n; i++) {
+    int tag = dwarf_tag(&scopes[i]);
+    if (tag == DW_TAG_subprogram) { sub = i; break; }
+    if (tag == DW_TAG_inlined_subroutine) inl = i;
+  }
+  if (inl >= 0) {
+    Dwarf_Attribute at;
+    Dwarf_Word file = 0, line = 0;
+    Dwarf_Files *files;
+    size_t nfiles;
+    if (dwarf_formudata(dwarf_attr(&scopes[inl], DW_AT_call_file, &at), &file) == 0 &&
+        dwarf_formudata(dwarf_attr(&scopes[inl], DW_AT_call_line, &at), &line) == 0 &&
+        dwarf_getsrcfiles(cu, &files, &nfiles) == 0 && file < nfiles) {
+      const char *f = dwarf_filesrc(files, file, NULL, NULL);
+      if (f) { free((char *)out->file); out->file = strdup(f); out->line = (int)line; }
+    }
+  }
+  if (sub >= 0) {
+    const char *d = dwarf_decl_file(&scopes[sub]);
+    if (d) out->decl_file = strdup(d);
+  }
+  free(scopes);
+}
+
+static int lookup_libdw(modrec_t *r, uint64_t faddr, hmt_sym_t *out) {
+  GElf_Addr a = faddr;
+  const char *name = dwfl_module_addrname(r->mod, a);
+  if (name) { out->function = demangle(name); out->known = 1; }
+  lookup_dwarf(r->mod, a, out);
   return 0;
 }
 #endif
@@ -217,7 +264,7 @@ static int lookup_addr2line(modrec_t *r, uint64_t faddr, hmt_sym_t *out) {
 }
 
 const hmt_sym_t *hmt_sym_lookup(hmt_symtab_t *s, const hmt_reader_t *rd, uint64_t addr) {
-  static hmt_sym_t unknown = {"?", NULL, 0, "?", 0};
+  static hmt_sym_t unknown = {"?", NULL, 0, NULL, "?", 0};
   const hmt_module_t *m = hmt_module_of(rd, addr);
   uint64_t pc = addr ? addr - 1 : 0;  /* return address: the call is just before */
   long mi = m ? module_index(s, m) : -1;

@@ -11,8 +11,9 @@ typedef struct hmt_symtab hmt_symtab_t;
 
 typedef struct {
   const char *function;  /**< demangled; "0x1234" offset in the module when unknown */
-  const char *file;      /**< source file, or NULL */
+  const char *file;      /**< source file of the call, in the function itself (past inlined code), or NULL */
   int line;              /**< 0 when unknown */
+  const char *decl_file; /**< where the function is defined, or NULL */
   const char *module;    /**< path of the object file, or "?" */
   int known;             /**< 1 when the function name was found */
 } hmt_sym_t;

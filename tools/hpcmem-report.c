@@ -375,6 +375,20 @@ static const char *base_name(const char *p) {
   return b ? b + 1 : p;
 }
 
+/* Where the qualified name starts in a demangled name: after the return
+ * type that templates carry ("void std::vector<int>::_M_realloc_insert<..>(..)"). */
+static const char *qualified_name(const char *f) {
+  const char *start = f;
+  int depth = 0;
+  for (const char *p = f; *p; p++) {
+    if (*p == '<') depth++;
+    else if (*p == '>') depth--;
+    else if (*p == '(' && depth == 0) break;
+    else if (*p == ' ' && depth == 0 && strncmp(start, "operator", 8) != 0) start = p + 1;
+  }
+  return start;
+}
+
 /* Frames of the allocator and the language runtimes: never the answer to
  * "who allocated this".  By module (the C and C++ runtimes, the loader,
  * libhpcmem) and by name (for static links and the C++ library's
@@ -389,8 +403,9 @@ static int runtime_frame(const hmt_sym_t *s) {
   for (int i = 0; mods[i]; i++)
     if (strncmp(m, mods[i], strlen(mods[i])) == 0) return 1;
   if (!s->known) return 0;
+  const char *q = qualified_name(s->function);
   for (int i = 0; prefixes[i]; i++)
-    if (strncmp(s->function, prefixes[i], strlen(prefixes[i])) == 0) return 1;
+    if (strncmp(q, prefixes[i], strlen(prefixes[i])) == 0) return 1;
   for (int i = 0; names[i]; i++)
     if (strcmp(s->function, names[i]) == 0) return 1;
   return 0;
@@ -543,7 +558,7 @@ rpt_agg_t *rpt_aggregate(rpt_t *R, rpt_proc_t *only, int by_library, int which, 
       if (k > 0 && s->attr >= 0 && rpt_stack_frames(P, s, &f, &d) == 0) {
         const hmt_sym_t *sym = rpt_frame(R, P, f[s->attr]);
         name = by_library ? base_name(sym->module) : sym->function;
-        file = sym->file;
+        file = sym->decl_file ? sym->decl_file : sym->file;
         module = sym->module;
       } else if (k > 0) {
         name = "(stack not in the trace)";
