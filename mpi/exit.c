@@ -7,12 +7,30 @@
 #include "report.h"
 #include "util/job.h"
 #include "util/options.h"
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
 hpcmem_report_state_t _hpcmem_report_state;
+
+/* -1: HPCMEM_REPORT decides; else the mode hpcmem_report_mode() chose */
+static int mode_override = -1;
+
+int _hpcmem_report_mode_local(void) {
+  _hpcmem_options_init();
+  int m = __atomic_load_n(&mode_override, __ATOMIC_RELAXED);
+  return m >= 0 ? m : (int)_hpcmem_opt(REPORT);
+}
+
+__attribute__((visibility("default"))) int hpcmem_report_mode(int mode) {
+  if (mode < HPCMEM_REPORT_OFF || mode > HPCMEM_REPORT_FULL) return -EINVAL;
+  /* an MPI job agrees on its mode at MPI_Init; a written report is final */
+  if (_hpcmem_report_state.mpi_started || _hpcmem_report_state.done) return -EBUSY;
+  __atomic_store_n(&mode_override, mode, __ATOMIC_RELAXED);
+  return 0;
+}
 
 int _hpcmem_report_claim(void) {
   return __atomic_exchange_n(&_hpcmem_report_state.done, 1, __ATOMIC_ACQ_REL) == 0;
@@ -24,8 +42,8 @@ void _hpcmem_report_local(const char *source, int sig) {
   static hpcmem_node_t node;
   hpcmem_report_state_t *s = &_hpcmem_report_state;
 
-  _hpcmem_options_init();
-  if (_hpcmem_opt(REPORT) == HPCMEM_REPORT_OFF) return;
+  int mode = _hpcmem_report_mode_local();
+  if (mode == HPCMEM_REPORT_OFF) return;
   if (!_hpcmem_report_claim()) return;
   if (!_hpcmem_job.jobid[0]) _hpcmem_job_init();
 
@@ -52,7 +70,7 @@ void _hpcmem_report_local(const char *source, int sig) {
   r.rank = rank;
   /* a lone process is a whole job of one; a rank alone is only part of one */
   r.complete = rank < 0;
-  r.mode = (int)_hpcmem_opt(REPORT);
+  r.mode = mode;
   r.threshold_pct = (int)_hpcmem_opt(IMBALANCE_THRESHOLD);
   r.mpi = mpi;
   r.nranks = mpi ? (uint64_t)s->size : (uint64_t)_hpcmem_job.size;

@@ -155,7 +155,7 @@ static int start_clock_and_mode(void) {
   uint64_t start = hpcmem_start_ns();
   /* the report mode is agreed (the highest any rank asks for): the
    * finalize collectives must run on every rank or on none */
-  int64_t mine[2] = {(int64_t)(sync > start && start ? sync - start : 0), (int64_t)_hpcmem_opt(REPORT)};
+  int64_t mine[2] = {(int64_t)(sync > start && start ? sync - start : 0), (int64_t)_hpcmem_report_mode_local()};
   int64_t job[2];
   if (rc == MPI_SUCCESS) rc = PMPI_Allreduce(mine, job, 2, MPI_INT64_T, MPI_MAX, L.world);
   if (rc != MPI_SUCCESS) return rc;

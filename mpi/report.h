@@ -82,6 +82,16 @@ typedef struct {
 
 extern hpcmem_report_state_t _hpcmem_report_state;
 
+/* This process's report mode: hpcmem_report_mode()'s choice, else HPCMEM_REPORT. */
+int _hpcmem_report_mode_local(void);
+
+/* Public (proposed for hpcmem.h): choose the report mode of this process,
+ * overriding HPCMEM_REPORT; 0 off, 1 summary, 2 full (the HPCMEM_REPORT
+ * values).  Before MPI_Init, or in a program without MPI.
+ * @return 0; -EINVAL for another mode; -EBUSY after MPI_Init (the ranks
+ * agree on the mode there) or once the report was written. */
+int hpcmem_report_mode(int mode);
+
 /* Claim the one report of this process: 1 for the first caller, 0 after. */
 int _hpcmem_report_claim(void);
 

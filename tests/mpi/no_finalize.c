@@ -7,13 +7,20 @@
  *   no_finalize caught MIB  the program handles SIGINT itself (installed
  *                           before MPI_Init); rank 1 gets one, writes its
  *                           summary, carries on, and all ranks do reach
- *                           MPI_Finalize: the job report must still come. */
+ *                           MPI_Finalize: the job report must still come.
+ * In every mode hpcmem_report_mode() must refuse to change the mode after
+ * MPI_Init (exit status 6 otherwise). */
 #include <mpi.h>
+#include <errno.h>
+#include <hpcmem.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* public API, declared here until include/hpcmem.h carries it */
+int hpcmem_report_mode(int mode);
 
 static volatile sig_atomic_t interrupted;
 static void on_sigint(int sig) { (void)sig; interrupted = 1; }
@@ -23,6 +30,8 @@ int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "caught") == 0) signal(SIGINT, on_sigint);
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  /* the ranks agreed on the report mode at MPI_Init: too late to change it */
+  if (hpcmem_report_mode(0) != -EBUSY) return 6;
   const char *how = argc > 1 ? argv[1] : "exit";
   size_t mib = argc > 2 ? strtoul(argv[2], NULL, 10) : 16;
   size_t bytes = (size_t)(rank + 1) * mib << 20;

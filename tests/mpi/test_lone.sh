@@ -36,6 +36,18 @@ PY
 if [ $rc = 0 ] && [ "$res" = ok ] && grep -q '^libhpcmem: peak_bytes ' "$tmp/err"; then ok full_timeline
 else fail full_timeline "exit $rc, $res"; fi
 
+# the program chooses with hpcmem_report_mode(), over HPCMEM_REPORT (a tool that
+# links libhpcmem turns its own report off this way); bad modes are refused
+HPCMEM_REPORT=summary HPCMEM_REPORT_DIR="$tmp/apioff" "$prog" 8 1 api-off > "$tmp/out" 2> "$tmp/err"
+rc=$?
+if [ $rc = 0 ] && [ ! -e "$tmp/apioff" ] && [ ! -s "$tmp/err" ]; then ok report_mode_off
+else fail report_mode_off "exit $rc (4: bad mode accepted), stderr: $(head -2 "$tmp/err")"; fi
+HPCMEM_REPORT=off HPCMEM_REPORT_DIR="$tmp/apifull" "$prog" 8 1 api-full > "$tmp/out" 2> "$tmp/err"
+rc=$?
+if [ $rc = 0 ] && grep -q '"report": "full"' "$tmp"/apifull/*.json 2>/dev/null && grep -q '^libhpcmem: peak_bytes ' "$tmp/err"; then
+  ok report_mode_full
+else fail report_mode_full "exit $rc, files: $(ls "$tmp/apifull" 2>&1)"; fi
+
 HPCMEM_REPORT=off HPCMEM_REPORT_DIR="$tmp/off" "$prog" 8 1 > "$tmp/out" 2> "$tmp/err"
 rc=$?
 if [ $rc = 0 ] && [ ! -e "$tmp/off" ] && [ ! -s "$tmp/err" ]; then ok off
