@@ -138,6 +138,7 @@ int main(int argc, char **argv)
     /* library start-up (first malloc of the process) is not a per-size cost */
     bench_sink = malloc(1);
     free(bench_sink);
+    bench_result("sizes", mode, "start", "start_rss", (double)bench_current_rss_kib(), "KiB");
 
     char param[32];
     for (uint64_t n = o.min; n <= o.max; n *= o.factor) {

@@ -82,6 +82,20 @@ static inline long bench_peak_rss_kib(void)
     return ru.ru_maxrss;
 }
 
+/* Resident set now (not the peak): what the allocator and the libraries it
+ * pulls in cost before the benchmark does anything. */
+static inline long bench_current_rss_kib(void)
+{
+    long pages_total = 0, pages_res = -1;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f == NULL)
+        return -1;
+    if (fscanf(f, "%ld %ld", &pages_total, &pages_res) != 2)
+        pages_res = -1;
+    fclose(f);
+    return pages_res < 0 ? -1 : pages_res * (long)(BENCH_PAGE / 1024);
+}
+
 __attribute__((noreturn, format(printf, 1, 2)))
 static void bench_fail(const char *fmt, ...)
 {

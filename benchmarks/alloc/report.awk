@@ -20,6 +20,7 @@ BEGIN {
     add_spec("sizes|notouch|ns_per_round|lower|1.00|malloc + free, nothing touched (the paper's measurement): time per round")
     add_spec("sizes|touch|ns_per_round|lower|1.00|malloc + one write per 4 KiB page (read back) + free: time per round")
     add_spec("sizes|*|peak_rss|rss|1.10|peak RSS of the whole sweep")
+    add_spec("sizes|notouch|start_rss|info|-|RSS at start (after the first malloc): the fixed cost of the allocator and the libraries it loads")
     add_spec("residents|none|ns_per_pair|lower|1.00|free + malloc pair, nothing touched (the paper's measurement): time per pair")
     add_spec("residents|ends|ns_per_pair|lower|1.00|free + malloc pair, head and tail of each block tagged and checked: time per pair")
     add_spec("residents|*|peak_rss|rss|1.10|peak RSS")
@@ -71,7 +72,10 @@ function aggregate(kk, kind,    n, i, j, t, v) {
     for (i = 1; i <= n; i++) v[i] = val[kk SUBSEP i]
     for (i = 2; i <= n; i++)
         for (j = i; j > 1 && v[j - 1] > v[j]; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
+    # how far the repeats lie apart: tells a real difference from noise
+    last_spread = (v[1] > 0) ? sprintf("spread %.0f%%", 100 * (v[n] / v[1] - 1)) : ""
     if (kind == "lower") return v[1]
+    if (kind == "info") return v[int((n + 1) / 2)]
     if (kind == "higher") return v[n]
     return v[int((n + 1) / 2)]
 }
@@ -84,7 +88,7 @@ function human_bytes(b) {
 }
 
 function fmt(v, kind, metric) {
-    if (metric == "peak_rss") return sprintf("%.1f MiB", v / 1024)
+    if (unit[metric] == "KiB") return sprintf("%.1f MiB", v / 1024)
     if (metric == "mops") return sprintf("%.1f M/s", v)
     if (v < 1e3) return sprintf("%.3g ns", v)
     if (v < 1e6) return sprintf("%.3g us", v / 1e3)
@@ -93,7 +97,7 @@ function fmt(v, kind, metric) {
 }
 
 function label(b, c, p, star) {
-    if (b == "sizes") return star ? c : human_bytes(p)
+    if (b == "sizes") return star ? c : (p ~ /^[0-9]+$/ ? human_bytes(p) : p)
     if (b == "residents") return star ? (c == "none" ? "untouched" : "tagged") ", N = " p : "N = " p
     if (b == "churn") return c " B"
     if (b == "threads") return star ? c ", T = " p : "T = " p
@@ -116,9 +120,12 @@ function table(s,    out, f, b, c, m, kind, target, i, j, rc, rp, star, line, a,
     }
     if (!any) return ""
 
-    agg = (kind == "rss") ? "median" : "best"
-    out = sprintf("\n### %s\n\n%s of the repeats; target: libhpcmem / best peer %s %s.\n\n",
-                  f[6], agg, (kind == "higher") ? ">=" : "<=", target)
+    agg = (kind == "rss" || kind == "info") ? "median" : "best"
+    if (kind == "info")
+        out = sprintf("\n### %s\n\n%s of the repeats; for information, no target.\n\n", f[6], agg)
+    else
+        out = sprintf("\n### %s\n\n%s of the repeats; target: libhpcmem / best peer %s %s.\n\n",
+                      f[6], agg, (kind == "higher") ? ">=" : "<=", target)
     line = "| " (b == "sizes" && !star ? "size" : "case")
     sep = "|---"
     for (i = 1; i <= nalloc; i++) { line = line " | " alist[i]; sep = sep "|---:" }
@@ -141,7 +148,7 @@ function table(s,    out, f, b, c, m, kind, target, i, j, rc, rp, star, line, a,
                 v = aggregate(kk, kind)
                 have[a] = v
                 cell = fmt(v, kind, m)
-                csv_row(b, rc, rp, m, a, v, agg, nval[kk], "")
+                csv_row(b, rc, rp, m, a, v, agg, nval[kk], last_spread)
             }
             if (state[a] != "ok" || reason != "")
                 csv_row(b, rc, rp, m, a, "", agg, 0, (reason != "") ? "FAILED " reason : state[a])
@@ -155,7 +162,8 @@ function table(s,    out, f, b, c, m, kind, target, i, j, rc, rp, star, line, a,
                 best = have[a]; bestname = a
             }
         }
-        if (state[me] != "ok") status = state[me]
+        if (kind == "info") status = "-"
+        else if (state[me] != "ok") status = state[me]
         else if (fail_reason(b, rc, rp, me) != "") status = "**MISS** (failed)"
         else if (!(me in have)) status = "**MISS** (no result)"
         else if (bestname == "") status = "n/a (no peer)"
@@ -171,9 +179,11 @@ function table(s,    out, f, b, c, m, kind, target, i, j, rc, rp, star, line, a,
         }
         if (status == "PASS") npass[b]++
         else if (status ~ /MISS/) nmiss[b]++
-        else nother[b]++
+        else if (kind != "info") nother[b]++
+        if (kind == "info" && (me in have) && bestname != "")
+            ratio = sprintf("%.2f", have[me] / best)
         out = out line " | " (bestname == "" ? "-" : bestname) " | " ratio " | " \
-              ((kind == "higher") ? ">= " : "<= ") target " | " status " |\n"
+              (kind == "info" ? "-" : ((kind == "higher") ? ">= " : "<= ") target) " | " status " |\n"
     }
     return out
 }

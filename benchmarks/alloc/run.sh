@@ -12,14 +12,15 @@
 #   --benches LIST comma list out of sizes,residents,churn,threads
 #   --builddir DIR build directory holding benchmarks/alloc/alloc_* (default:
 #                  $top_builddir, the current directory, or the in-tree build)
-# Environment: HPCMEM_LIB (default BUILDDIR/.libs/libhpcmem.so); JEMALLOC_LIB,
+# Environment: LIBHPCMEM (default BUILDDIR/.libs/libhpcmem.so; HPCMEM_LIB is
+# accepted too, but not passed on: libhpcmem warns about unknown HPCMEM_*); JEMALLOC_LIB,
 # TCMALLOC_LIB, MIMALLOC_LIB override where the peers are looked for.
 #
 # Writes OUTDIR/alloc.md (tables, targets, commands), OUTDIR/alloc.csv
 # (aggregated), OUTDIR/raw.csv (every repeat), OUTDIR/logs/ (every run's output).
 set -u
 
-usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-64}"; }
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-64}"; }
 
 here=$(cd "$(dirname "$0")" && pwd)
 out=""; level=full; reps=3; allocs_sel=""; benches="sizes,residents,churn,threads"
@@ -67,7 +68,8 @@ tc=$(first_file "${TCMALLOC_LIB:-}" "$libdir/libtcmalloc_minimal.so.4" "$(ldcach
 mi=$(first_file "${MIMALLOC_LIB:-}" \
      "$(dpkg -L libmimalloc2.0 2>/dev/null | grep -E '/libmimalloc\.so\.2$' | head -1)" \
      "$(ldcache libmimalloc.so.2)")
-hp=${HPCMEM_LIB:-$builddir/.libs/libhpcmem.so}
+hp=${LIBHPCMEM:-${HPCMEM_LIB:-$builddir/.libs/libhpcmem.so}}
+unset HPCMEM_LIB
 
 all_allocs="system jemalloc tcmalloc mimalloc libhpcmem"
 : > "$out/allocators.csv"
@@ -98,7 +100,7 @@ case $level in
   quick)
     sizes_args="--rounds 64 --min 4 --max 64M --factor 4"
     res_n="256 1024 4096 16384"; res_pairs=50000; res_touch="none"
-    churn_ops=20M; thr_ops=8M; thr_trials=3; thr_t="1 2 4 8 16"; tmo=120 ;;
+    churn_ops=10M; thr_ops=4M; thr_trials=2; thr_t="1 2 4 8 16"; tmo=120 ;;
   tiny)
     sizes_args="--rounds 4 --min 4 --max 1M --factor 16"
     res_n="64 256"; res_pairs=2000; res_touch="none ends"
@@ -134,6 +136,7 @@ raw=$out/raw.csv
 : > "$raw"
 : > "$out/commands.txt"
 start=$(date +%s)
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 nruns=0; nfail=0
 
 signame() { kill -l "$1" 2>/dev/null || echo "$1"; }
@@ -198,6 +201,7 @@ while [ "$rep" -le "$reps" ]; do
   rep=$((rep + 1))
 done
 elapsed=$(( $(date +%s) - start ))
+load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ---------------------------------------------------------------- report
 md=$out/alloc.md
@@ -210,6 +214,8 @@ md=$out/alloc.md
   echo "- host: $(uname -n), $(uname -sr), $(nproc) cores," \
        "$(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)," \
        "$(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)"
+  echo "- load average (1/5/15 min) at start: $load_start, at end: $load_end" \
+       "(other work on the machine makes the figures noisy; compare repeats in raw.csv)"
   echo "- source: $(git -C "$here" describe --always --dirty 2>/dev/null || echo unknown)," \
        "build dir \`$builddir\`"
   echo "- peers (the \"best peer\" is the best of these): jemalloc, tcmalloc, mimalloc;" \
@@ -231,7 +237,11 @@ md=$out/alloc.md
   echo
   echo "## Commands"
   echo
-  echo "Each command ran $reps times, with its working directory \`$out/work\`:"
+  hs=$(env | grep '^HPCMEM_' | sort | tr '\n' ' ' | sed 's/ $//')
+  echo "Each command ran $reps times, with its working directory \`$out/work\`"
+  echo "(libhpcmem writes its exit report there); HPCMEM_* settings in the environment:"
+  echo "${hs:-none, every option at its default}."
+  echo
   echo
   echo '```'
   cat "$out/commands.txt"

@@ -4,10 +4,12 @@
 # exports malloc), each run's own validation must pass and malloc must really
 # come from the allocator under test; every program must notice a block that
 # was damaged on purpose (--corrupt); and run.sh must produce its report.
-# Environment (exported by `make check`): top_builddir, top_srcdir, HPCMEM_LIB.
+# Environment (exported by `make check`): top_builddir, top_srcdir, LIBHPCMEM.
 top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}
-hp=${HPCMEM_LIB:-$top_builddir/.libs/libhpcmem.so}
+hp=${LIBHPCMEM:-${HPCMEM_LIB:-$top_builddir/.libs/libhpcmem.so}}
+# an HPCMEM_* variable the allocator does not know would make it warn
+unset HPCMEM_LIB
 bin=$top_builddir/benchmarks/alloc
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/alloc-smoke.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT INT TERM
