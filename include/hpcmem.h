@@ -77,6 +77,14 @@ int hpcmem_stats_reset_peak(void);
 /** Print statistics as "name value" lines. @return 0, or -EINVAL. */
 int hpcmem_stats_print(FILE *out, const hpcmem_stats_t *stats);
 
+/**
+ * Choose this process's memory report over HPCMEM_REPORT: 0 off, 1 summary, 2 full.
+ * Call it before MPI_Init (the ranks agree on the mode there) or in a program
+ * without MPI; a tool linked with libhpcmem turns its own report off this way.
+ * @return 0; -EINVAL for another mode; -EBUSY after MPI_Init or once the report was written.
+ */
+int hpcmem_report_mode(int mode);
+
 /** One point of the memory timeline. */
 typedef struct hpcmem_sample {
   uint64_t t_ns;    /**< hpcmem_clock_ns() time of the sample */

@@ -18,10 +18,18 @@ hpcmem_report_state_t _hpcmem_report_state;
 /* -1: HPCMEM_REPORT decides; else the mode hpcmem_report_mode() chose */
 static int mode_override = -1;
 
+/* HPCMEM_REPORT=auto (the default): a summary for MPI ranks (MPI_Init was
+ * called, or an MPI launcher started the process), nothing for a lone process,
+ * so that LD_PRELOAD over a shell pipeline does not leave a report per command.
+ * A lone program asks for its report with HPCMEM_REPORT=summary|full. */
 int _hpcmem_report_mode_local(void) {
   _hpcmem_options_init();
   int m = __atomic_load_n(&mode_override, __ATOMIC_RELAXED);
-  return m >= 0 ? m : (int)_hpcmem_opt(REPORT);
+  if (m >= 0) return m;
+  m = (int)_hpcmem_opt(REPORT);
+  if (m != HPCMEM_REPORT_AUTO) return m;
+  if (!_hpcmem_job.jobid[0]) _hpcmem_job_init();
+  return _hpcmem_report_state.mpi_started || _hpcmem_job.from_launcher ? HPCMEM_REPORT_SUMMARY : HPCMEM_REPORT_OFF;
 }
 
 __attribute__((visibility("default"))) int hpcmem_report_mode(int mode) {

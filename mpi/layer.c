@@ -168,6 +168,7 @@ int _hpcmem_mpi_start(void) {
   if (L.started) return 0;
   _hpcmem_options_init();
   if (!_hpcmem_job.jobid[0]) _hpcmem_job_init();
+  _hpcmem_job.from_launcher = 1;   /* an MPI job from here on, even a singleton: HPCMEM_REPORT=auto reports */
   int rc = start_comms();
   /* rank 0's job id names every file of the job, even when the launcher
    * gave none and each rank made up its own from its pid */

@@ -12,6 +12,7 @@ static int usage(FILE *out) {
 }
 
 int main(int argc, char **argv) {
+  hpcmem_report_mode(0);   /* a tool: no memory report of its own */
   if (argc != 2) return usage(stderr);
   if (strcmp(argv[1], "--version") == 0) { printf("%s\n", hpcmem_version()); return 0; }
   if (strcmp(argv[1], "--options") == 0) return hpcmem_options_print(stdout, 0) ? 1 : 0;

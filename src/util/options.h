@@ -25,15 +25,16 @@
   X(ON_ERROR, ENUM, "abort", 0, 2, "abort|warn|ignore", "what to do after reporting an invalid or double free") \
   X(DEFAULT_SEGMENT, ENUM, "private", 0, 2, "private|shared|interleaved", "segment that plain malloc uses") \
   X(INTERLEAVE_NODES, STRING, "all", 0, 0, "", "NUMA nodes of the interleaved segment (\"all\" or a list like 0-3,6)") \
-  X(TOPOLOGY, STRING, "", 0, 0, "", "hwloc XML file describing the machine instead of the real one") \
+  X(TOPOLOGY, STRING, "", 0, 0, "", "hwloc XML file describing the machine instead of the real one (see docs/topology.md)") \
   X(PREALLOC, SIZE, "0", 0, 64 * HPCMEM_GI, "", "physical memory pre-allocated for contiguous regions") \
   X(TRACE, BOOL, "0", 0, 1, "", "record every allocation event into one trace file per rank") \
   X(TRACE_DIR, STRING, "", 0, 0, "", "trace directory (default hpcmem-trace-<jobid>)") \
   X(TRACE_DEPTH, INT, "64", 0, 1024, "", "deepest call stack recorded per event") \
   X(TRACE_BUFFER, SIZE, "1M", 64 * HPCMEM_KI, HPCMEM_GI, "", "per-thread trace buffer size") \
   X(TRACE_COMPRESS, ENUM, "zstd", 0, 2, "zstd|zlib|none", "compression of trace blocks") \
-  X(REPORT, ENUM, "summary", 0, 2, "off|summary|full", "report at MPI_Finalize / exit") \
+  X(REPORT, ENUM, "auto", 0, 3, "off|summary|full|auto", "report at MPI_Finalize / exit; auto = summary for MPI ranks, off for a lone process") \
   X(REPORT_DIR, STRING, ".", 0, 0, "", "directory of hpcmem-report-<jobid>.json") \
+  X(REPORT_NODE_SIZE, INT, "0", 0, 1048576, "", "ranks per node in the report's node sums; 0 = the ranks that share memory (less splits a machine, e.g. to try multi-node reports on one)") \
   X(IMBALANCE_THRESHOLD, INT, "20", 0, 100, "", "flag imbalance when (max-mean)/max exceeds this percentage")
 
 typedef enum {
@@ -47,7 +48,7 @@ typedef enum { HPCMEM_OT_BOOL, HPCMEM_OT_INT, HPCMEM_OT_SIZE, HPCMEM_OT_ENUM,
                HPCMEM_OT_STRING, HPCMEM_OT_POW2 } hpcmem_opt_type_t;
 
 enum { HPCMEM_ON_ERROR_ABORT, HPCMEM_ON_ERROR_WARN, HPCMEM_ON_ERROR_IGNORE };
-enum { HPCMEM_REPORT_OFF, HPCMEM_REPORT_SUMMARY, HPCMEM_REPORT_FULL };
+enum { HPCMEM_REPORT_OFF, HPCMEM_REPORT_SUMMARY, HPCMEM_REPORT_FULL, HPCMEM_REPORT_AUTO };
 enum { HPCMEM_COMPRESS_ZSTD, HPCMEM_COMPRESS_ZLIB, HPCMEM_COMPRESS_NONE };
 
 typedef struct {

@@ -26,6 +26,7 @@ TEST(options, defaults_when_environment_is_empty) {
   EXPECT_EQ(_hpcmem_opt(LARGE_ALIGN), 256);
   EXPECT_EQ(_hpcmem_opt(ON_ERROR), HPCMEM_ON_ERROR_ABORT);
   EXPECT_EQ(_hpcmem_opt(VERBOSE), 0);
+  EXPECT_EQ(_hpcmem_opt(REPORT), HPCMEM_REPORT_AUTO);
   EXPECT_STREQ(_hpcmem_opt_str(REPORT_DIR), ".");
 }
 
