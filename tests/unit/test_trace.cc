@@ -369,32 +369,45 @@ TEST(trace_event, threads_keep_their_own_order) {
 TEST(trace_flush_all, concurrent_with_recording_threads) {
   std::string dir = make_tmpdir();
   start_trace(dir, {"HPCMEM_TRACE_BUFFER=64K", "HPCMEM_TRACE_COMPRESS=zlib"});
-  const int nt = 2, n = 40000;
-  std::atomic<int> running{nt};
-  std::vector<int> tids(nt);
+  const int nt = 2, flushes = 50;
+  std::atomic<int> started{0};
+  std::atomic<int> progress[2] = {{0}, {0}};
+  std::atomic<bool> stop{false};
+  std::vector<int> tids(nt), counts(nt);
   std::vector<std::thread> th;
   for (int t = 0; t < nt; t++)
     th.emplace_back([&, t] {
       tids[t] = _hpcmem_trace_tid();
-      for (int i = 0; i < n; i++)
-        _hpcmem_trace_event(HPCMEM_EV_MALLOC, fp(0x10000000ull * (t + 1) + 16 * i), i + 1,
-                            nullptr, 0);
-      running--;
+      started++;
+      int i = 0;
+      for (; !stop || i < 1000; i++) {
+        _hpcmem_trace_event(HPCMEM_EV_MALLOC, fp(0x10000000ull * (t + 1) + 16 * (uint64_t)i), i + 1, nullptr, 0);
+        progress[t].store(i, std::memory_order_relaxed);
+      }
+      counts[t] = i;
     });
-  int flushes = 0;
-  while (running > 0) { _hpcmem_trace_flush_all(HMT_FLUSH_EXPLICIT); flushes++; }
+  while (started < nt) sched_yield();
+  for (int f = 0; f < flushes; f++) {
+    // each flush finds new records in both buffers: the threads moved on
+    int p0 = progress[0], p1 = progress[1];
+    while (progress[0] < p0 + 100 || progress[1] < p1 + 100) sched_yield();
+    _hpcmem_trace_flush_all(HMT_FLUSH_EXPLICIT);
+  }
+  stop = true;
   for (auto &x : th) x.join();
+  hpcmem_trace_stats_t st;
+  _hpcmem_trace_get_stats(&st);
   _hpcmem_trace_shutdown();
   ReadBack rb = read_back(only_file(dir));
   ASSERT_EQ(rb.rc, 0) << rb.error;
-  EXPECT_GT(flushes, 1);
+  EXPECT_GE(st.blocks, (uint64_t)flushes * nt) << "every flush wrote both threads' partial buffers";
   std::map<uint32_t, std::vector<hmt_event_t>> by_tid;
   for (auto &e : rb.events) by_tid[e.tid].push_back(e);
   for (int t = 0; t < nt; t++) {
     auto &v = by_tid[(uint32_t)tids[t]];
-    ASSERT_EQ(v.size(), (size_t)n) << "thread " << t;
-    for (int i = 0; i < n; i++) {
-      ASSERT_EQ(v[i].ptr, FAKE + 0x10000000ull * (t + 1) + 16 * i) << "thread " << t << " event " << i;
+    ASSERT_EQ(v.size(), (size_t)counts[t]) << "thread " << t;
+    for (int i = 0; i < counts[t]; i++) {
+      ASSERT_EQ(v[i].ptr, FAKE + 0x10000000ull * (t + 1) + 16 * (uint64_t)i) << "thread " << t << " event " << i;
       ASSERT_EQ(v[i].size, (uint64_t)i + 1);
     }
   }
