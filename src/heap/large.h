@@ -26,10 +26,19 @@ typedef struct hpcmem_large_config {
   size_t align;        /* data alignment, power of two >= 16 (0: 256) */
   size_t min_split;    /* split off a remainder (or an alignment lead) only if larger than this */
   uint64_t decay_ns;   /* free pages unused this long are given back (0: at once) */
-  int thp;             /* transparent huge pages for blocks of 16 MiB and more */
+  int thp;             /* transparent huge pages for blocks of 16 MiB and more (own arena) */
 } hpcmem_large_config_t;
 
 typedef struct hpcmem_large_rec hpcmem_large_rec_t;
+
+/* A part of the data region with its own blocks.  With huge pages on, the
+ * upper half of the reservation is a second arena for blocks of 16 MiB and
+ * more, marked MADV_HUGEPAGE once at start-up. */
+typedef struct hpcmem_large_arena {
+  char *lo, *top, *end;               /* blocks tile [lo, top); room up to end */
+  hpcmem_large_rec_t *first, *last;   /* address-ordered block list */
+  hpcmem_large_rec_t *root;           /* free blocks by (size, address) */
+} hpcmem_large_arena_t;
 
 typedef struct hpcmem_large_stats {
   size_t reserved_bytes;  /* address space reserved for data */
@@ -68,16 +77,15 @@ typedef struct hpcmem_large {
   size_t map_size;
   char *base;              /* data region [base, end) */
   char *end;
-  char *lo;                /* first block start */
-  char *top;               /* end of the extent in use */
+  hpcmem_large_arena_t ar[2];
+  int narenas;
+  size_t huge_min;         /* requests this large go to arena 1 (when there are two) */
 
   hpcmem_large_rec_t *recs, *recs_end;  /* record pool */
   hpcmem_large_rec_t *rec_bump;          /* first never-used record */
   hpcmem_large_rec_t *rec_free;          /* recycled records */
   size_t recs_used;
 
-  hpcmem_large_rec_t *first, *last;      /* address-ordered block list */
-  hpcmem_large_rec_t *root;              /* free blocks by (size, address) */
   hpcmem_large_rec_t *dhead, *dtail;     /* dirty free blocks, oldest first */
   hpcmem_large_rec_t *busy;              /* blocks being decayed outside the lock */
   struct hpcmem_large_slot *htab;        /* data pointer -> record of live blocks */
@@ -87,8 +95,6 @@ typedef struct hpcmem_large {
   char *harea[2];                        /* the table doubles from one area into the other */
   uintptr_t *ring;                       /* recent frees, to tell a double free */
   unsigned ring_pos;
-  uint64_t *thp_marked;                  /* 2 MiB chunks given MADV_HUGEPAGE */
-  unsigned thp_calls;
 
   size_t live_bytes, overhead_bytes, free_bytes, retained_bytes, decayed_bytes;
   size_t live_blocks, free_blocks;

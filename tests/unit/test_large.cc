@@ -746,6 +746,43 @@ TEST(_hpcmem_large_alloc, HugePagesOnlyForLargeBlocks) {
   _hpcmem_large_destroy(&L);
 }
 
+TEST(_hpcmem_large_alloc, HugeArenaAndFallback) {
+  hpcmem_large_t L;
+  hpcmem_large_config_t c = {};
+  c.reserve = 128 * MiB;  // two arenas of 64 MiB
+  c.align = 256;
+  c.min_split = 128 * KiB;
+  c.decay_ns = NEVER;
+  c.thp = 1;
+  ASSERT_EQ(_hpcmem_large_init(&L, &c), 0);
+  ASSERT_EQ(L.narenas, 2);
+  char *big = (char *)_hpcmem_large_alloc(&L, 20 * MiB, 0);
+  char *small = (char *)_hpcmem_large_alloc(&L, 1 * MiB, 0);
+  ASSERT_TRUE(big && small);
+  EXPECT_GE(big, L.ar[1].lo);  // 16 MiB and more: the huge-page arena
+  EXPECT_LT(small, L.ar[0].end);
+  ASSERT_EQ(_hpcmem_large_free(&L, big, nullptr), 0);
+  // small requests fill their arena, then use the other one
+  std::vector<char *> v;
+  char *p;
+  while ((p = (char *)_hpcmem_large_alloc(&L, 10 * MiB, 0))) v.push_back(p);
+  EXPECT_EQ(errno, ENOMEM);
+  EXPECT_GE(v.size(), 11u);
+  EXPECT_GE(v.back(), L.ar[1].lo);
+  EXPECT_EQ(_hpcmem_large_check(&L), 0);
+  // a block in the huge arena grows in place to the arena's end, not beyond
+  for (char *q : v) ASSERT_EQ(_hpcmem_large_free(&L, q, nullptr), 0);
+  char *h = (char *)_hpcmem_large_alloc(&L, 17 * MiB, 0);
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(_hpcmem_large_resize(&L, h, 60 * MiB), 0);
+  EXPECT_EQ(_hpcmem_large_resize(&L, h, 70 * MiB), -ENOMEM);
+  EXPECT_EQ(_hpcmem_large_check(&L), 0);
+  hpcmem_large_stats_t s;
+  _hpcmem_large_stats(&L, &s);
+  EXPECT_EQ(s.mapped_bytes, s.live_bytes + s.overhead_bytes + s.free_bytes);
+  _hpcmem_large_destroy(&L);
+}
+
 // ----------------------------------------------------------------- stats
 
 TEST(_hpcmem_large_stats, SumsAddUp) {
@@ -780,12 +817,12 @@ TEST(_hpcmem_large_check, DetectsCorruption) {
   ASSERT_EQ(t.check(), 0);
   struct Damage { const char *what; std::function<void()> apply, undo; };
   size_t saved_bytes = t.L.live_bytes;
-  hpcmem_large_rec_t *saved_last = t.L.last, *saved_root = t.L.root;
+  hpcmem_large_rec_t *saved_last = t.L.ar[0].last, *saved_root = t.L.ar[0].root;
   size_t saved_count = t.L.hcount;
   std::vector<Damage> damage = {
       {"live counts", [&] { t.L.live_bytes += 256; }, [&] { t.L.live_bytes = saved_bytes; }},
-      {"last block pointer", [&] { t.L.last = nullptr; }, [&] { t.L.last = saved_last; }},
-      {"free blocks missing from the tree", [&] { t.L.root = nullptr; }, [&] { t.L.root = saved_root; }},
+      {"last block pointer", [&] { t.L.ar[0].last = nullptr; }, [&] { t.L.ar[0].last = saved_last; }},
+      {"free blocks missing from the tree", [&] { t.L.ar[0].root = nullptr; }, [&] { t.L.ar[0].root = saved_root; }},
       {"hash table count", [&] { t.L.hcount++; }, [&] { t.L.hcount = saved_count; }},
   };
   for (auto &d : damage) {
