@@ -33,10 +33,10 @@ struct bench_counters {
   struct slot slot[MAX_THREADS];
 };
 
+#ifdef HAVE_PAPI
 static const char *default_events =
     "PAPI_TOT_CYC,PAPI_TOT_INS,PAPI_L1_DCM,PAPI_L2_DCM,PAPI_L3_TCM,PAPI_TLB_DM";
 
-#ifdef HAVE_PAPI
 static pthread_once_t papi_once = PTHREAD_ONCE_INIT;
 static int papi_ok;
 static char papi_error[256];
