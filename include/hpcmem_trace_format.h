@@ -55,7 +55,7 @@ enum {
 
 /** Record types that are not events. */
 enum {
-  HMT_REC_STACK = 14,  /**< definition of an interned call stack */
+  HMT_REC_STACK = 14,  /**< definition of call-stack nodes (a trie of stacks sharing their outer frames) */
   HMT_REC_EXT = 15     /**< extension: varint type, varint length, bytes (skipped by readers that do not know it) */
 };
 /** Tag byte of a record: type in bits 0-3, then these flags. */
@@ -338,13 +338,22 @@ static inline int hmt_block_decode(const uint8_t *in, size_t len, hmt_block_t *b
 /*   MEMALIGN        dt, dptr, size, align, [stack]                      */
 /*   REALLOC         dt, dptr, dold, size, [stack]                       */
 /*   FREE            dt, dptr                                           */
-/*   STACK           id, depth, frame[0], zigzag(frame[i]-frame[i-1])...  */
+/*   STACK           first, first - parent, n, frame[0], zigzag(frame[i]-frame[i-1])... */
 /*   EXT             type, length, bytes                                 */
 /* dt = time - state.time (ns, never negative within a thread);           */
 /* dptr = zigzag(ptr - state.ptr); dold = zigzag(old_ptr - ptr);          */
 /* [stack] = stack id, omitted when HMT_TAG_SAME_STACK says it equals     */
 /* state.stack.  After each event state.time = time, state.ptr = ptr and  */
 /* (allocation events) state.stack = stack.  Stack id 0 = no stack.       */
+/*                                                                      */
+/* Stacks form a trie from the outermost frame inwards, so stacks that    */
+/* share their callers share nodes (as heaptrack's trace tree).  A STACK  */
+/* record defines n nodes with the ids first .. first + n - 1: node       */
+/* first + k is frame[n - 1 - k] called from node first + k - 1 (from    */
+/* `parent` for k = 0; parent 0 is the root, and parent < first).  The   */
+/* stack of node id is its frame, then the stack of its parent: so the    */
+/* stack of the last node, first + n - 1, is frame[0] (innermost) ...     */
+/* frame[n - 1], then the stack of parent.  Events name such a node.      */
 /* Frames are return addresses (symbolise at address - 1).               */
 
 typedef struct hmt_state { uint64_t time, ptr, stack; } hmt_state_t;
@@ -354,8 +363,8 @@ typedef struct hmt_record {
   unsigned type;       /**< HPCMEM_EV_* or HMT_REC_STACK / HMT_REC_EXT */
   unsigned sys;        /**< 1: libhpcmem-internal event */
   uint64_t time, ptr, old_ptr, size, align, stack;
-  /* HMT_REC_STACK: */
-  uint64_t stack_id;
+  /* HMT_REC_STACK: nodes stack_id .. stack_id + depth - 1 on parent */
+  uint64_t stack_id, parent;
   uint32_t depth;
   const uint8_t *frames;  /**< encoded frames (decode with hmt_stack_frames) */
   size_t frames_len;
@@ -390,16 +399,20 @@ static inline uint8_t *hmt_encode_event(uint8_t *p, hmt_state_t *st, unsigned ty
   return p;
 }
 
-/** Encode a stack definition at p (room for HMT_MAX_RECORD(depth) bytes). */
-static inline uint8_t *hmt_encode_stack(uint8_t *p, uint64_t id, const uint64_t *frames, uint32_t depth) {
+/** Encode the definition of n stack nodes first .. first + n - 1 on parent
+ *  (frames innermost first) at p (room for HMT_MAX_RECORD(n) bytes). */
+static inline uint8_t *hmt_encode_stack(uint8_t *p, hmt_state_t *st, uint64_t first, uint64_t parent,
+                                        const uint64_t *frames, uint32_t n) {
   *p++ = HMT_REC_STACK;
-  p = hmt_put_varint(p, id);
-  p = hmt_put_varint(p, depth);
+  p = hmt_put_varint(p, first);
+  p = hmt_put_varint(p, first - parent);
+  p = hmt_put_varint(p, n);
   uint64_t prev = 0;
-  for (uint32_t i = 0; i < depth; i++) {
+  for (uint32_t i = 0; i < n; i++) {
     p = i ? hmt_put_varint(p, hmt_zigzag((int64_t)(frames[i] - prev))) : hmt_put_varint(p, frames[0]);
     prev = frames[i];
   }
+  st->stack = first + n - 1;
   return p;
 }
 
@@ -415,13 +428,18 @@ static inline int hmt_decode_record(const uint8_t **pp, const uint8_t *end, hmt_
   r->sys = (tag & HMT_TAG_SYS) ? 1 : 0;
   if (r->type == HMT_REC_STACK) {
     if (tag != HMT_REC_STACK) return HMT_E_RECORD;
-    if (!(p = hmt_get_varint(p, end, &r->stack_id)) || !(p = hmt_get_varint(p, end, &v)) || v > HMT_MAX_DEPTH)
+    uint64_t up;
+    if (!(p = hmt_get_varint(p, end, &r->stack_id)) || !(p = hmt_get_varint(p, end, &up)) ||
+        !(p = hmt_get_varint(p, end, &v)) || v == 0 || v > HMT_MAX_DEPTH || r->stack_id == 0 || up == 0 ||
+        up > r->stack_id || r->stack_id + v < r->stack_id)
       return HMT_E_RECORD;
+    r->parent = r->stack_id - up;
     r->depth = (uint32_t)v;
     r->frames = p;
     for (uint32_t i = 0; i < r->depth; i++)
       if (!(p = hmt_get_varint(p, end, &v))) return HMT_E_RECORD;
     r->frames_len = (size_t)(p - r->frames);
+    st->stack = r->stack_id + r->depth - 1;
     *pp = p;
     return HMT_OK;
   }

@@ -41,6 +41,10 @@ typedef struct {
   uint32_t depth;
 } stack_t_;
 
+typedef struct {
+  uint64_t id, parent, frame;
+} node_t;
+
 struct hmt_reader {
   char *path;
   int fd, flags;
@@ -52,7 +56,10 @@ struct hmt_reader {
   size_t nstreams;
   size_t *heap, heap_n;
   int started, failed;
-  hmt_map_t stack_index;
+  hmt_map_t node_index;    /* node id -> index into nodes */
+  node_t *nodes;
+  size_t nnodes, nodes_cap;
+  hmt_map_t stack_index;   /* node id -> index into stacks: stacks resolved so far */
   stack_t_ *stacks;
   size_t nstacks, stacks_cap;
   uint64_t **chunks;
@@ -434,6 +441,8 @@ void hmt_close(hmt_reader_t *r) {
   free(r->chunks);
   free(r->stacks);
   hmt_map_free(&r->stack_index);
+  free(r->nodes);
+  hmt_map_free(&r->node_index);
   for (size_t i = 0; i < r->nmods; i++) free(r->mods[i].path);
   free(r->mods);
   free(r->stored);
@@ -450,43 +459,77 @@ uint64_t hmt_progress(const hmt_reader_t *r) { return r->progress; }
 /* ---- stacks ---------------------------------------------------------- */
 
 static int add_stack(hmt_reader_t *r, const hmt_record_t *rec, uint64_t off) {
-  int added;
-  uint64_t *v = hmt_map_put(&r->stack_index, rec->stack_id, &added);
-  if (!v) return fail(r, NULL, -ENOMEM, off, "out of memory");
-  if (!added) return 0;  /* defined again (a fork child, a full table): same frames */
-  if (rec->depth > CHUNK_FRAMES) return fail(r, NULL, HMT_E_RECORD, off, "stack too deep");
-  if (r->nchunks == 0 || r->chunk_used + rec->depth > CHUNK_FRAMES) {
+  uint64_t f[HMT_MAX_DEPTH];
+  if (hmt_stack_frames(rec, f) != HMT_OK) return fail(r, NULL, HMT_E_RECORD, off, "malformed stack record");
+  for (uint32_t k = 0; k < rec->depth; k++) {
+    uint64_t id = rec->stack_id + k;
+    int added;
+    uint64_t *v = hmt_map_put(&r->node_index, id, &added);
+    if (!v) return fail(r, NULL, -ENOMEM, off, "out of memory");
+    if (!added) continue;  /* defined again (a fork child's table, a full trie): the same */
+    if (r->nnodes == r->nodes_cap) {
+      size_t c = r->nodes_cap ? r->nodes_cap * 2 : 1024;
+      node_t *n = realloc(r->nodes, c * sizeof *n);
+      if (!n) return fail(r, NULL, -ENOMEM, off, "out of memory");
+      r->nodes = n; r->nodes_cap = c;
+    }
+    r->nodes[r->nnodes] = (node_t){id, k ? id - 1 : rec->parent, f[rec->depth - 1 - k]};
+    *v = r->nnodes++;
+  }
+  return 0;
+}
+
+/* The frames of a node: its frame, then its parent's, to the root.  A
+ * node whose chain is not all in the file (a truncated trace) has none.
+ * Resolved stacks are kept. */
+int hmt_stack(const hmt_reader_t *cr, uint64_t id, const uint64_t **frames, uint32_t *depth) {
+  hmt_reader_t *r = (hmt_reader_t *)cr;  /* the cache of resolved stacks */
+  const uint64_t *v = hmt_map_get(&r->stack_index, id);
+  if (v) {
+    *frames = r->stacks[*v].frames;
+    *depth = r->stacks[*v].depth;
+    return 0;
+  }
+  uint32_t d = 0;
+  for (uint64_t n = id; n; d++) {
+    const uint64_t *ni = hmt_map_get(&r->node_index, n);
+    if (!ni || d >= HMT_MAX_DEPTH) return -1;
+    n = r->nodes[*ni].parent;  /* always smaller: the walk ends */
+  }
+  if (d == 0 || d > CHUNK_FRAMES) return -1;
+  if (r->nchunks == 0 || r->chunk_used + d > CHUNK_FRAMES) {
     uint64_t **c = realloc(r->chunks, (r->nchunks + 1) * sizeof *c);
-    if (!c) return fail(r, NULL, -ENOMEM, off, "out of memory");
+    if (!c) return -1;
     r->chunks = c;
-    if (!(c[r->nchunks] = malloc(CHUNK_FRAMES * sizeof(uint64_t)))) return fail(r, NULL, -ENOMEM, off, "out of memory");
+    if (!(c[r->nchunks] = malloc(CHUNK_FRAMES * sizeof(uint64_t)))) return -1;
     r->nchunks++;
     r->chunk_used = 0;
   }
   if (r->nstacks == r->stacks_cap) {
     size_t c = r->stacks_cap ? r->stacks_cap * 2 : 1024;
     stack_t_ *s = realloc(r->stacks, c * sizeof *s);
-    if (!s) return fail(r, NULL, -ENOMEM, off, "out of memory");
+    if (!s) return -1;
     r->stacks = s; r->stacks_cap = c;
   }
   uint64_t *f = r->chunks[r->nchunks - 1] + r->chunk_used;
-  if (hmt_stack_frames(rec, f) != HMT_OK) return fail(r, NULL, HMT_E_RECORD, off, "malformed stack record");
-  r->chunk_used += rec->depth;
-  r->stacks[r->nstacks] = (stack_t_){rec->stack_id, f, rec->depth};
-  *v = r->nstacks++;
+  uint32_t k = 0;
+  for (uint64_t n = id; n; k++) {
+    const node_t *nd = &r->nodes[*hmt_map_get(&r->node_index, n)];
+    f[k] = nd->frame;
+    n = nd->parent;
+  }
+  uint64_t *slot = hmt_map_put(&r->stack_index, id, NULL);
+  if (!slot) return -1;
+  r->chunk_used += d;
+  r->stacks[r->nstacks] = (stack_t_){id, f, d};
+  *slot = r->nstacks++;
+  *frames = f;
+  *depth = d;
   return 0;
 }
 
-int hmt_stack(const hmt_reader_t *r, uint64_t id, const uint64_t **frames, uint32_t *depth) {
-  const uint64_t *v = hmt_map_get(&r->stack_index, id);
-  if (!v) return -1;
-  *frames = r->stacks[*v].frames;
-  *depth = r->stacks[*v].depth;
-  return 0;
-}
-
-size_t hmt_stack_count(const hmt_reader_t *r) { return r->nstacks; }
-uint64_t hmt_stack_id(const hmt_reader_t *r, size_t i) { return i < r->nstacks ? r->stacks[i].id : 0; }
+size_t hmt_stack_count(const hmt_reader_t *r) { return r->nnodes; }
+uint64_t hmt_stack_id(const hmt_reader_t *r, size_t i) { return i < r->nnodes ? r->nodes[i].id : 0; }
 
 size_t hmt_modules(const hmt_reader_t *r, const hmt_module_t **mods) {
   *mods = r->mods;

@@ -96,11 +96,12 @@ int hmt_rewind(hmt_reader_t *r);
 /** Bytes of the file consumed so far by hmt_next (for progress bars). */
 uint64_t hmt_progress(const hmt_reader_t *r);
 
-/** Frames of a stack seen so far; 0, or -1 when not (yet) defined. */
+/** Frames of a stack (innermost first) from the nodes seen so far; 0, or -1
+ *  when its chain is not (yet) complete.  The frames stay valid until hmt_close. */
 int hmt_stack(const hmt_reader_t *r, uint64_t id, const uint64_t **frames, uint32_t *depth);
-/** Number of stack definitions seen so far. */
+/** Number of stack nodes defined so far (include/hpcmem_trace_format.h: a trie). */
 size_t hmt_stack_count(const hmt_reader_t *r);
-/** Iterate stacks: id of the i-th definition (0 <= i < hmt_stack_count). */
+/** Iterate the nodes: id of the i-th (0 <= i < hmt_stack_count). */
 uint64_t hmt_stack_id(const hmt_reader_t *r, size_t i);
 
 /** The loaded objects (later MODULES blocks first, so a lookup in order finds the newest). */

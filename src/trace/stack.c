@@ -8,11 +8,16 @@
  * docs/trace-format.md.
  *
  * Interning: each distinct stack gets an id the first time it is seen;
- * events then carry the id only.  The table is open addressing with
- * lock-free lookups (the common case: a stack seen before) and a lock for
+ * events then carry the id only.  Ids are nodes of a trie grown from the
+ * outermost frame inwards (include/hpcmem_trace_format.h), so a new stack
+ * is written as the few frames by which it differs from stacks already
+ * written: MPI's start-up alone makes thousands of stacks that share
+ * their callers.  The full-stack table is open addressing with lock-free
+ * lookups (the common case: a stack seen before) and a lock for
  * insertions; growing it publishes a new table and keeps the old one (a
  * reader may still be in it), so at most twice the final size is held.
- * Frames live in an append-only arena of 1 MiB chunks. */
+ * The trie's own table is used under the lock only.  Frames live in an
+ * append-only arena of 1 MiB chunks. */
 #include "config.h"
 #include "trace/trace.h"
 #include "prim/prim.h"
@@ -50,6 +55,11 @@ static uint64_t *chunks[HMT_MAX_CHUNKS];
 static size_t nchunks, chunk_used;
 static volatile uint64_t next_id = 1, nstacks;
 static size_t table_bytes;
+
+/* the trie: (parent node, frame) -> node, under table_lock */
+typedef struct { uint64_t parent, frame, id; } hmt_tnode_t;
+static hmt_tnode_t *trie;
+static size_t trie_mask, trie_count, trie_bytes;
 static hmt_table_t *old_tables[64];  /* superseded, kept for lookups in flight */
 static int nold;
 
@@ -200,17 +210,75 @@ static uint64_t *arena_copy(const uint64_t *f, uint32_t depth) {
   return dst;
 }
 
-uint64_t _hpcmem_stack_intern(const uint64_t *frames, uint32_t depth, int *is_new) {
+static size_t trie_slot(uint64_t parent, uint64_t frame) {
+  uint64_t h = (parent * 0x9e3779b97f4a7c15ULL) ^ frame;
+  h ^= h >> 29; h *= 0xbf58476d1ce4e5b9ULL; h ^= h >> 32;
+  return (size_t)h & trie_mask;
+}
+
+static uint64_t trie_get(uint64_t parent, uint64_t frame) {
+  if (!trie) return 0;
+  for (size_t i = trie_slot(parent, frame);; i = (i + 1) & trie_mask) {
+    if (!trie[i].id) return 0;
+    if (trie[i].parent == parent && trie[i].frame == frame) return trie[i].id;
+  }
+}
+
+static int trie_put(uint64_t parent, uint64_t frame, uint64_t id) {
+  if (!trie || (trie_count + 1) * 4 > (trie_mask + 1) * 3) {
+    if (trie_count >= HMT_MAX_STACKS) return -1;
+    size_t cap = trie ? (trie_mask + 1) * 2 : 4096, bytes = cap * sizeof(hmt_tnode_t);
+    hmt_tnode_t *n = _hpcmem_trace_alloc(bytes), *old = trie;
+    if (!n) return -1;
+    memset(n, 0, bytes);
+    size_t oldcap = trie ? trie_mask + 1 : 0;
+    trie = n; trie_mask = cap - 1;
+    for (size_t i = 0; i < oldcap; i++)
+      if (old[i].id) {
+        size_t j = trie_slot(old[i].parent, old[i].frame);
+        while (trie[j].id) j = (j + 1) & trie_mask;
+        trie[j] = old[i];
+      }
+    if (old) { _hpcmem_trace_free(old); trie_bytes -= oldcap * sizeof(hmt_tnode_t); }
+    trie_bytes += bytes;
+  }
+  size_t i = trie_slot(parent, frame);
+  while (trie[i].id) i = (i + 1) & trie_mask;
+  trie[i] = (hmt_tnode_t){parent, frame, id};
+  trie_count++;
+  return 0;
+}
+
+uint64_t _hpcmem_stack_intern(const uint64_t *frames, uint32_t depth, hmt_stack_def_t *def) {
   uint64_t h = hash_frames(frames, depth);
   uint64_t id = lookup(__atomic_load_n(&table, __ATOMIC_ACQUIRE), h, frames, depth);
-  *is_new = 0;
+  def->n = 0;
   if (id) return id;
   int tid = _hpcmem_trace_tid();
   _hpcmem_tlock(&table_lock, tid);
   hmt_table_t *t = table;
   if ((id = lookup(t, h, frames, depth)) != 0) { _hpcmem_tlock_release(&table_lock); return id; }
-  id = __atomic_fetch_add(&next_id, 1, __ATOMIC_RELAXED);
-  *is_new = 1;
+  /* the longest chain of outer frames already in the trie */
+  uint64_t node = 0;
+  uint32_t i = depth;
+  while (i > 0) {
+    uint64_t child = trie_get(node, frames[i - 1]);
+    if (!child) break;
+    node = child;
+    i--;
+  }
+  if (i == 0) {
+    id = node;  /* the stack is a node already (the outer part of a deeper one) */
+  } else {
+    uint64_t first = __atomic_fetch_add(&next_id, i, __ATOMIC_RELAXED), prev = node;
+    for (uint32_t k = 0; k < i; k++) {
+      /* a full trie only stops sharing: the record still defines the nodes */
+      if (trie_put(prev, frames[i - 1 - k], first + k) != 0) break;
+      prev = first + k;
+    }
+    def->n = i; def->first = first; def->parent = node;
+    id = first + i - 1;
+  }
   if (nstacks < HMT_MAX_STACKS) {
     if (!t || nstacks + 1 > (t->mask + 1) / 2) {
       hmt_table_t *g = grow(t);
@@ -228,13 +296,15 @@ uint64_t _hpcmem_stack_intern(const uint64_t *frames, uint32_t depth, int *is_ne
 
 uint64_t _hpcmem_stack_count(void) { return __atomic_load_n(&next_id, __ATOMIC_RELAXED) - 1; }
 
-size_t _hpcmem_stack_memory(void) { return table_bytes + nchunks * HMT_CHUNK_FRAMES * sizeof(uint64_t); }
+size_t _hpcmem_stack_memory(void) { return table_bytes + trie_bytes + nchunks * HMT_CHUNK_FRAMES * sizeof(uint64_t); }
 
 /* Forget every stack (tests; nobody may be recording).  Old tables are
  * released too: nobody can be inside a lookup now. */
 void _hpcmem_stack_reset(void) {
   for (size_t i = 0; i < nchunks; i++) _hpcmem_trace_free(chunks[i]);
   nchunks = chunk_used = 0;
+  if (trie) _hpcmem_trace_free(trie);
+  trie = NULL; trie_mask = trie_count = trie_bytes = 0;
   for (int i = 0; i < nold; i++) _hpcmem_trace_free(old_tables[i]);
   nold = 0;
   if (table) _hpcmem_trace_free(table);

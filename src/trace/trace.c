@@ -336,12 +336,12 @@ static int partial_flush(hmt_tbuf_t *b, int may_wait) {
 /* ---- the event hook -------------------------------------------------- */
 
 static void append(hmt_tbuf_t *b, unsigned kind, int sys, uint64_t t, uint64_t ptr, uint64_t old,
-                   uint64_t size, uint64_t align, uint64_t stack, uint32_t new_depth) {
-  size_t need = HMT_MAX_RECORD(0) + (new_depth ? HMT_MAX_RECORD(new_depth) : 0);
+                   uint64_t size, uint64_t align, uint64_t stack, const hmt_stack_def_t *def) {
+  size_t need = HMT_MAX_RECORD(0) + (def ? HMT_MAX_RECORD(def->n) : 0);
   size_t pos = b->committed;
   if (pos + need > b->cap) { owner_flush(b); pos = 0; }
   uint8_t *p = b->buf + pos;
-  if (new_depth) { p = hmt_encode_stack(p, stack, b->frames, new_depth); b->records++; }
+  if (def) { p = hmt_encode_stack(p, &b->enc, def->first, def->parent, b->frames, def->n); b->records++; }
   if (t < b->enc.time) t = b->enc.time;  /* an S event recorded inside a capture came first */
   p = hmt_encode_event(p, &b->enc, kind, sys, t, ptr, old, size, align, stack);
   b->records++;
@@ -361,7 +361,7 @@ __attribute__((noinline, optimize("no-omit-frame-pointer"))) void _hpcmem_trace_
   hmt_tbuf_t *b = t_buf;
   if (t_inside) {
     if (b && b->capturing)
-      append(b, k, 1, clk_now(), (uintptr_t)ptr, (uintptr_t)old_ptr, size, align, 0, 0);
+      append(b, k, 1, clk_now(), (uintptr_t)ptr, (uintptr_t)old_ptr, size, align, 0, NULL);
     else
       STAT_ADD(dropped, 1);
     return;
@@ -369,23 +369,21 @@ __attribute__((noinline, optimize("no-omit-frame-pointer"))) void _hpcmem_trace_
   t_inside = 1;
   if (!b && !(b = tbuf_acquire())) { STAT_ADD(dropped, 1); t_inside = 0; return; }
   uint64_t stack = 0;
-  uint32_t new_depth = 0;
+  hmt_stack_def_t def = {0, 0, 0};
   /* realloc to size 0 frees: no stack to keep */
   if (hmt_is_alloc(k) && G.depth > 0 && !(k == HPCMEM_EV_REALLOC && !ptr)) {
     b->capturing = 1;
     uint32_t depth = _hpcmem_stack_capture(b->frames, (uint32_t)G.depth, from);
     b->capturing = 0;
     if (depth) {
-      int is_new;
-      stack = _hpcmem_stack_intern(b->frames, depth, &is_new);
-      if (is_new) {
-        new_depth = depth;
+      stack = _hpcmem_stack_intern(b->frames, depth, &def);
+      if (def.n) {
         STAT_ADD(stacks, 1);
         _hpcmem_tfile_check_modules(1);  /* a dlopen'ed object shows up in new stacks first */
       }
     }
   }
-  append(b, k, sys, clk_now(), (uintptr_t)ptr, (uintptr_t)old_ptr, size, align, stack, new_depth);
+  append(b, k, sys, clk_now(), (uintptr_t)ptr, (uintptr_t)old_ptr, size, align, stack, def.n ? &def : NULL);
   t_inside = 0;
 }
 

@@ -83,9 +83,12 @@ void _hpcmem_stack_init(int method);
 /* Capture up to max return addresses of the caller of `from` (the frames
  * above it are dropped).  Returns the depth. */
 uint32_t _hpcmem_stack_capture(uint64_t *frames, uint32_t max, const void *from);
-/* Intern a stack: its id (1, 2, ...); *is_new when this call defined it.
- * When the table is full the stack still gets a fresh id (not shared). */
-uint64_t _hpcmem_stack_intern(const uint64_t *frames, uint32_t depth, int *is_new);
+/* Intern a stack: its id (a trie node, see the format header).  When this
+ * call made new nodes, def says which: nodes first .. first + n - 1 on
+ * parent for frames[0 .. n - 1] (to be written as a STACK record before
+ * the event); def->n is 0 otherwise. */
+typedef struct { uint32_t n; uint64_t first, parent; } hmt_stack_def_t;
+uint64_t _hpcmem_stack_intern(const uint64_t *frames, uint32_t depth, hmt_stack_def_t *def);
 uint64_t _hpcmem_stack_count(void);
 size_t _hpcmem_stack_memory(void);
 void _hpcmem_stack_reset(void);

@@ -72,7 +72,8 @@ bytes events_payload(const std::vector<Ev> &evs, uint64_t base_time, uint32_t *c
   for (auto &e : evs) {
     if (e.stack && stacks.count(e.stack) && !defined[e.stack]) {
       auto &f = stacks.at(e.stack);
-      p = hmt_encode_stack(p, e.stack, f.data(), (uint32_t)f.size());
+      // nodes stack - n + 1 .. stack, the last one the whole stack
+      p = hmt_encode_stack(p, &st, e.stack - f.size() + 1, 0, f.data(), (uint32_t)f.size());
       defined[e.stack] = true;
       ++*count;
     }
@@ -110,14 +111,14 @@ bytes flush_payload(uint64_t reason) {
 bytes valid_file() {
   bytes f = header_bytes(default_header());
   append_block(f, HMT_BLOCK_MODULES, HMT_CODEC_NONE, modules_payload());
-  std::map<uint64_t, std::vector<uint64_t>> stacks = {{1, {0x401000, 0x402000, 0x403000}}};
+  std::map<uint64_t, std::vector<uint64_t>> stacks = {{3, {0x401000, 0x402000, 0x403000}}};
   uint32_t n;
-  bytes a = events_payload({{HPCMEM_EV_MALLOC, 100, 0x1000, 0, 10, 0, 1},
-                            {HPCMEM_EV_CALLOC, 300, 0x2000, 0, 20, 0, 1},
+  bytes a = events_payload({{HPCMEM_EV_MALLOC, 100, 0x1000, 0, 10, 0, 3},
+                            {HPCMEM_EV_CALLOC, 300, 0x2000, 0, 20, 0, 3},
                             {HPCMEM_EV_FREE, 500, 0x1000, 0, 0, 0, 0}}, 100, &n, stacks);
   append_block(f, HMT_BLOCK_EVENTS, HMT_CODEC_NONE, a, 11, n, 100);
-  bytes b = events_payload({{HPCMEM_EV_MEMALIGN, 200, 0x3000, 0, 30, 64, 1},
-                            {HPCMEM_EV_REALLOC, 400, 0x4000, 0x3000, 40, 0, 1},
+  bytes b = events_payload({{HPCMEM_EV_MEMALIGN, 200, 0x3000, 0, 30, 64, 3},
+                            {HPCMEM_EV_REALLOC, 400, 0x4000, 0x3000, 40, 0, 3},
                             {HPCMEM_EV_FREE, 600, 0x2000, 0, 0, 0, 0}}, 200, &n);
   append_block(f, HMT_BLOCK_EVENTS, HMT_CODEC_NONE, b, 12, n, 200);
   append_block(f, HMT_BLOCK_FLUSH, HMT_CODEC_NONE, flush_payload(HMT_FLUSH_EXIT));
@@ -202,11 +203,38 @@ std::map<std::string, bytes> crafted() {
     uint8_t *q = p.data();
     *q++ = HMT_REC_STACK;
     q = hmt_put_varint(q, 1);
+    q = hmt_put_varint(q, 1);
     q = hmt_put_varint(q, HMT_MAX_DEPTH + 1);
     p.resize((size_t)(q - p.data()));
     append_block(f, HMT_BLOCK_EVENTS, HMT_CODEC_NONE, p, 1, 1, 0);
   }
   c["err-stack-too-deep"] = f;
+  f = header_bytes(default_header());
+  {
+    bytes p(16);
+    uint8_t *q = p.data();
+    *q++ = HMT_REC_STACK;
+    q = hmt_put_varint(q, 5);  // nodes 5.. with up = 0: a node would be its own parent
+    q = hmt_put_varint(q, 0);
+    q = hmt_put_varint(q, 1);
+    q = hmt_put_varint(q, 0x401000);
+    p.resize((size_t)(q - p.data()));
+    append_block(f, HMT_BLOCK_EVENTS, HMT_CODEC_NONE, p, 1, 1, 0);
+  }
+  c["err-stack-parent-not-before"] = f;
+  // a stack whose outer nodes never made it into the file: the event reads, its stack does not
+  f = header_bytes(default_header());
+  {
+    bytes p(64);
+    uint8_t *q = p.data();
+    uint64_t fr = 0x401000;
+    hmt_state_t st = {0, 0, 0};
+    q = hmt_encode_stack(q, &st, 10, 9, &fr, 1);
+    q = hmt_encode_event(q, &st, HPCMEM_EV_MALLOC, 0, 5, 0x1000, 0, 8, 0, 10);
+    p.resize((size_t)(q - p.data()));
+    append_block(f, HMT_BLOCK_EVENTS, HMT_CODEC_NONE, p, 1, 2, 0);
+  }
+  c["ok-stack-chain-incomplete"] = f;
   f = header_bytes(default_header());
   append_block(f, HMT_BLOCK_EVENTS, HMT_CODEC_ZSTD, {1, 2, 3, 4, 5, 6, 7, 8}, 1, 1, 0, 1u << 29);
   c["err-zstd-claims-a-huge-block"] = f;
@@ -259,7 +287,7 @@ TEST(hmt_open, valid_hand_made_file_reads_exactly) {
   }
   EXPECT_EQ(r.events[1].align, 64u);
   EXPECT_EQ(r.events[3].old_ptr, 0x3000u);
-  EXPECT_EQ(r.events[3].stack, 1u);
+  EXPECT_EQ(r.events[3].stack, 3u);
   EXPECT_EQ(r.info.threads, 2u);
   EXPECT_FALSE(r.info.truncated);
   EXPECT_TRUE(r.info.flush.present);
@@ -289,10 +317,15 @@ TEST(hmt_open, header_and_modules_are_decoded) {
   while (hmt_next(r, &ev) == 1) {}
   const uint64_t *f;
   uint32_t d;
-  ASSERT_EQ(hmt_stack(r, 1, &f, &d), 0);
+  ASSERT_EQ(hmt_stack(r, 3, &f, &d), 0);
   ASSERT_EQ(d, 3u);
+  EXPECT_EQ(f[0], 0x401000u);
   EXPECT_EQ(f[2], 0x403000u);
-  EXPECT_EQ(hmt_stack(r, 2, &f, &d), -1);
+  // the outer nodes are stacks too: node 2 is the stack of the caller
+  ASSERT_EQ(hmt_stack(r, 2, &f, &d), 0);
+  ASSERT_EQ(d, 2u);
+  EXPECT_EQ(f[0], 0x402000u);
+  EXPECT_EQ(hmt_stack(r, 4, &f, &d), -1);
   hmt_close(r);
 }
 
@@ -320,6 +353,7 @@ TEST(hmt_open, each_damage_is_an_error_naming_file_and_offset) {
       {"err-free-with-stack-flag", 256, "malformed record"},
       {"err-count-mismatch", 256, "block holds 1 records, its header says 6"},
       {"err-stack-too-deep", 256, "malformed record"},
+      {"err-stack-parent-not-before", 256, "malformed record"},
       {"err-zstd-claims-a-huge-block", 256, "block claims"},
       {"err-zlib-garbage", 256, "zlib payload does not decompress"},
       {"err-modules-short", 256, "MODULES block: malformed entry 0"},
@@ -357,6 +391,18 @@ TEST(hmt_open, ok_inputs_read_cleanly) {
   }
   Result r = read_all(write_file("ext.hmt", crafted().at("ok-extension-record")));
   EXPECT_EQ(r.events.size(), 1u);
+  hmt_reader_t *rd;
+  hmt_error_t err;
+  std::string path = write_file("chain.hmt", crafted().at("ok-stack-chain-incomplete"));
+  ASSERT_EQ(hmt_open(path.c_str(), 0, &rd, &err), 0);
+  hmt_event_t ev;
+  ASSERT_EQ(hmt_next(rd, &ev), 1);
+  EXPECT_EQ(ev.stack, 10u);
+  while (hmt_next(rd, &ev) == 1) {}
+  const uint64_t *fr;
+  uint32_t d;
+  EXPECT_EQ(hmt_stack(rd, 10, &fr, &d), -1) << "node 9 is not in the file";
+  hmt_close(rd);
 }
 
 // Cut the file at every byte: up to the header an error, then every complete
