@@ -199,7 +199,8 @@ void _hpcmem_trace_init(void) {
   }
   G.depth = (int)_hpcmem_opt(TRACE_DEPTH);
   G.bufsize = (size_t)_hpcmem_opt(TRACE_BUFFER);
-  G.method = HMT_UNWIND_LIBUNWIND;
+  /* the option's order is the HMT_UNWIND_* order */
+  G.method = (int)_hpcmem_opt(TRACE_UNWIND);
   _hpcmem_stack_init(G.method);
   clk_init();
 

@@ -240,6 +240,29 @@ TEST_P(TraceCodec, round_trip_is_exact) {
 
 INSTANTIATE_TEST_SUITE_P(trace_event, TraceCodec, ::testing::Values("zstd", "zlib", "none"));
 
+// Every capture method finds the call site and its caller (this file is
+// built with frame pointers, so the frame-pointer walk sees them too).
+class TraceUnwind : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(TraceUnwind, captures_the_call_site_and_its_caller) {
+  std::string dir = make_tmpdir();
+  start_trace(dir, {std::string("HPCMEM_TRACE_UNWIND=") + GetParam()});
+  site3(HPCMEM_EV_MALLOC, FAKE + 0x1000, 10, 0, 0);
+  _hpcmem_trace_shutdown();
+  ReadBack rb = read_back(only_file(dir));
+  ASSERT_EQ(rb.rc, 0) << rb.error;
+  ASSERT_EQ(rb.events.size(), 1u);
+  const auto &f = rb.stacks[rb.events[0].stack];
+  ASSERT_GE(f.size(), 2u);
+  uint64_t fn = (uint64_t)(uintptr_t)site3;
+  EXPECT_GT(f[0], fn);
+  EXPECT_LT(f[0], fn + 512);
+  EXPECT_EQ(f[1], site_caller[3]);
+  rm_rf(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(trace_event, TraceUnwind, ::testing::Values("libunwind", "backtrace", "frame"));
+
 TEST(trace_event, modules_map_the_stacks_to_files) {
   std::string dir = make_tmpdir();
   start_trace(dir, {});
