@@ -12,6 +12,8 @@
  * allocations never show in the numbers it reports. */
 #include "config.h"
 #include "layer.h"
+#include "trace/trace.h"
+#include "hpcmem_trace_format.h"
 #include "report.h"
 #include "util/job.h"
 #include "util/log.h"
@@ -194,6 +196,9 @@ int _hpcmem_mpi_start(void) {
   _hpcmem_job.size = L.size;
   s->mpi_started = 1;
   L.started = 1;
+  /* the trace file learns the real rank and the job's common time origin */
+  if (_hpcmem_trace_enabled)
+    _hpcmem_trace_set_rank(L.rank, L.size, (int64_t)s->origin_ns - (int64_t)hpcmem_start_ns());
   /* after PMPI_Init, so that Open MPI's own handlers are the ones we chain to */
   if (L.mode != HPCMEM_REPORT_OFF) _hpcmem_report_catch_signals();
   return 0;
@@ -308,6 +313,7 @@ static int gather_and_emit(work_t *w) {
 }
 
 void _hpcmem_mpi_finish(void) {
+  if (_hpcmem_trace_enabled) _hpcmem_trace_flush_all(HMT_FLUSH_FINALIZE);
   if (!L.started) return;
   L.started = 0;
   /* claimed whatever the answer: a rank whose summary a signal handler

@@ -16,6 +16,8 @@
  * finalize. */
 #include "config.h"
 #include "layer.h"
+#include "trace/trace.h"
+#include "hpcmem_trace_format.h"
 #include "report.h"
 #include <dlfcn.h>
 #include <stddef.h>
@@ -40,6 +42,7 @@ int MPI_Finalize(void) {
 int MPI_Abort(MPI_Comm comm, int errorcode) {
   /* the other ranks will be killed: each writes its own summary (SIGTERM) */
   _hpcmem_report_local("MPI_Abort", 0);
+  if (_hpcmem_trace_enabled) _hpcmem_trace_flush_all(HMT_FLUSH_ABORT);
   return PMPI_Abort(comm, errorcode);
 }
 

@@ -8,6 +8,8 @@
 #include "prim/prim.h"
 #include "place/contig.h"
 #include "topo/topo.h"
+#include "trace/trace.h"
+#include "hpcmem_trace_format.h"
 #include "util/job.h"
 #include "util/log.h"
 #include "util/options.h"
@@ -39,6 +41,7 @@ extern void *__libc_realloc(void *, size_t);
 
 static void thread_exit(void *arg) {
   hpcmem_tcache_t *t = arg;
+  if (_hpcmem_trace_enabled) _hpcmem_trace_thread_exit();
   _hpcmem_tcache_flush_all(t);
   _hpcmem_stats_publish(t);
   t->live = 0;
@@ -104,6 +107,10 @@ __attribute__((constructor(101))) static void hpcmem_constructor(void) {
     if (_hpcmem_tc != &_hpcmem_tcache_none) _hpcmem_tcache_rebind(_hpcmem_tc);
   }
   if (_hpcmem_opt(VERBOSE)) _hpcmem_topo_print(stderr);
+  if (_hpcmem_opt(TRACE)) {
+    _hpcmem_trace_init();
+    if (_hpcmem_trace_enabled) _hpcmem_tcache_set_fast_mask(0);   /* every call past the recorder */
+  }
 }
 
 /* ------------------------------------------------------------------ */
@@ -190,10 +197,14 @@ HPCMEM_NOINLINE static void *malloc_slow(size_t n, size_t align, int kind) {
   uint64_t t0 = (t->n_alloc & 63) == 0 ? _hpcmem_prim_ticks() : 0;
   void *p = alloc_slow(t, n, align);
   if (t0) t->alloc_ticks += (_hpcmem_prim_ticks() - t0) * 64;
-  (void)kind;
+  if (HPCMEM_UNLIKELY(_hpcmem_trace_enabled) && p && !t->in_call) _hpcmem_trace_event(kind, p, n, NULL, align);
   if (HPCMEM_UNLIKELY(check_always)) periodic_check();
   return p;
 }
+
+/* calloc, realloc and the aligned forms are one event each, not the
+ * malloc and free they are made of. */
+#define TRACED_CALL(t, expr) do { (t)->in_call++; expr; (t)->in_call--; } while (0)
 
 /* ------------------------------------------------------------------ */
 /* free                                                                 */
@@ -268,8 +279,9 @@ HPCMEM_NOINLINE static void free_slow(void *p) {
   hpcmem_tcache_t *t = _hpcmem_thread_cache();
   if (!t) return;
   uint64_t t0 = (t->n_free & 63) == 0 ? _hpcmem_prim_ticks() : 0;
-  free_any(t, p, "free");
+  int rc = free_any(t, p, "free");
   if (t0) t->alloc_ticks += (_hpcmem_prim_ticks() - t0) * 64;
+  if (HPCMEM_UNLIKELY(_hpcmem_trace_enabled) && rc == 0 && !t->in_call) _hpcmem_trace_event(HPCMEM_EV_FREE, p, 0, NULL, 0);
   if (HPCMEM_UNLIKELY(check_always)) periodic_check();
 }
 
@@ -278,7 +290,7 @@ HPCMEM_NOINLINE static void free_slow(void *p) {
 
 EXPORT void *malloc(size_t n) {
   hpcmem_tcache_t *t = _hpcmem_tc;
-  if (HPCMEM_LIKELY(n <= HPCMEM_TINY_MAX && (t->n_alloc & 63) != 0)) {
+  if (HPCMEM_LIKELY(n <= HPCMEM_TINY_MAX && (t->n_alloc & t->fast_mask) != 0)) {
     unsigned c = _hpcmem_class_tiny[(n + 15) >> 4];
     hpcmem_bin_t *b = &t->bin[c];
     void *p = b->head;
@@ -292,13 +304,13 @@ EXPORT void *malloc(size_t n) {
       return p;
     }
   }
-  return malloc_slow(n, 0, 0);
+  return malloc_slow(n, 0, HPCMEM_EV_MALLOC);
 }
 
 EXPORT void free(void *p) {
   hpcmem_tcache_t *t = _hpcmem_tc;
   hpcmem_span_t *s = _hpcmem_span_of(p);
-  if (HPCMEM_LIKELY(s != NULL && s->fast_heap == t->heap_index && (t->n_free & 63) != 0 &&
+  if (HPCMEM_LIKELY(s != NULL && s->fast_heap == t->heap_index && (t->n_free & t->fast_mask) != 0 &&
                     _hpcmem_span_on_boundary(s, p) && ((uint64_t *)p)[1] != _hpcmem_free_key)) {
     hpcmem_bin_t *b = &t->bin[s->cls];
     if (HPCMEM_LIKELY(b->count < b->max)) {
@@ -320,7 +332,9 @@ EXPORT void cfree(void *p) { free(p); }
 EXPORT void *calloc(size_t count, size_t size) {
   size_t n;
   if (__builtin_mul_overflow(count, size, &n)) { errno = ENOMEM; return NULL; }
-  void *p = malloc(n);
+  void *p;
+  if (HPCMEM_UNLIKELY(_hpcmem_trace_enabled)) p = malloc_slow(n, 0, HPCMEM_EV_CALLOC);
+  else p = malloc(n);
   if (p) memset(p, 0, n);
   return p;
 }
@@ -340,7 +354,19 @@ EXPORT size_t malloc_usable_size(void *p) {
   return n;
 }
 
+static void *realloc_body(void *p, size_t n);
+
 EXPORT void *realloc(void *p, size_t n) {
+  if (HPCMEM_LIKELY(!_hpcmem_trace_enabled)) return realloc_body(p, n);
+  hpcmem_tcache_t *t = _hpcmem_thread_cache();
+  if (!t || t->in_call) return realloc_body(p, n);
+  void *q;
+  TRACED_CALL(t, q = realloc_body(p, n));
+  if (q || n == 0) _hpcmem_trace_event(HPCMEM_EV_REALLOC, q, q ? n : 0, p, 0);
+  return q;
+}
+
+static void *realloc_body(void *p, size_t n) {
   if (!p) return malloc(n);
   if (n == 0) { free(p); return NULL; }               /* glibc: frees and returns NULL */
   hpcmem_tcache_t *t = _hpcmem_thread_cache();
@@ -386,8 +412,8 @@ EXPORT void *reallocarray(void *p, size_t count, size_t size) {
 }
 
 static void *aligned(size_t align, size_t n) {
-  if (align <= 16) return malloc(n);
-  return malloc_slow(n, align, 1);
+  if (align <= 16 && HPCMEM_LIKELY(!_hpcmem_trace_enabled)) return malloc(n);
+  return malloc_slow(n, align <= 16 ? 0 : align, HPCMEM_EV_MEMALIGN);
 }
 
 static int pow2(size_t a) { return a && !(a & (a - 1)); }

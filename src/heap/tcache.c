@@ -11,12 +11,20 @@ hpcmem_tcache_t _hpcmem_tcache_none = {.heap_index = HPCMEM_NO_HEAP - 1};
 __thread hpcmem_tcache_t *_hpcmem_tc __attribute__((tls_model("initial-exec"))) = &_hpcmem_tcache_none;
 uint64_t _hpcmem_free_key;
 unsigned (*_hpcmem_cpu_to_group)(int cpu);
+uint64_t _hpcmem_tcache_fast_mask = 63;
 
 /* Caches are never unmapped: an exited thread's cache goes on a free list
  * for the next thread, its statistics stay in it. */
 static hpcmem_lock_t registry_lock = HPCMEM_LOCK_INIT;
 static hpcmem_tcache_t *all_caches;
 static char *pool_next, *pool_end;
+
+void _hpcmem_tcache_set_fast_mask(uint64_t mask) {
+  _hpcmem_lock(&registry_lock);
+  _hpcmem_tcache_fast_mask = mask;
+  for (hpcmem_tcache_t *t = all_caches; t; t = t->next_all) t->fast_mask = mask;
+  _hpcmem_unlock(&registry_lock);
+}
 
 #define BIN_BYTES (128u << 10)   /* a bin holds about this many bytes at most */
 
@@ -60,6 +68,7 @@ hpcmem_tcache_t *_hpcmem_tcache_get(void) {
     all_caches = t;
   }
   t->live = 1;
+  t->fast_mask = _hpcmem_tcache_fast_mask;
   _hpcmem_unlock(&registry_lock);
   _hpcmem_tcache_rebind(t);
   _hpcmem_tc = t;

@@ -21,7 +21,10 @@ typedef struct hpcmem_tcache {
   /* statistics of this thread; current bytes = allocated - freed */
   uint64_t n_alloc, n_free, b_alloc, b_freed;
   int64_t published;
-  uint64_t alloc_ticks;            /* sampled time inside the allocator, in _hpcmem_prim_ticks() */               /* part of (b_alloc - b_freed) already in the process total */
+  uint64_t alloc_ticks;
+  uint64_t fast_mask;              /* 63: one call in 64 takes the slow path (timing sample);
+                                      0 while tracing: every call does (the recorder is there) */
+  int in_call;                     /* inside calloc/realloc/...: the inner calls are not events */            /* sampled time inside the allocator, in _hpcmem_prim_ticks() */               /* part of (b_alloc - b_freed) already in the process total */
   hpcmem_stats_t st;               /* the other counters (merged by hpcmem_stats) */
   struct hpcmem_tcache *next_all;  /* registry of live caches */
   int live;
@@ -49,6 +52,9 @@ void _hpcmem_tcache_init_process(void);
 void _hpcmem_tcache_merge_stats(hpcmem_stats_t *out, uint64_t *cur_unpublished);
 /* Select the group heap of the calling thread again (after the topology is known). */
 void _hpcmem_tcache_rebind(hpcmem_tcache_t *t);
+/* Mask of the fast-path test (see fast_mask) for every cache, present and future. */
+extern uint64_t _hpcmem_tcache_fast_mask;
+void _hpcmem_tcache_set_fast_mask(uint64_t mask);
 /* Which group heap a thread on `cpu` uses; set by the topology layer. */
 extern unsigned (*_hpcmem_cpu_to_group)(int cpu);
 
