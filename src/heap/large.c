@@ -174,25 +174,25 @@ static inline int key_less(const rec_t *a, const rec_t *b) {
 static inline int is_red(const rec_t *n) { return n && n->red; }
 
 /* dir 0: x's right child takes x's place and x becomes its left child. */
-static void rotate(arena_t *A, rec_t *x, int dir) {
+static void rotate(rec_t **root, rec_t *x, int dir) {
   rec_t *y = x->child[!dir];
   x->child[!dir] = y->child[dir];
   if (y->child[dir]) y->child[dir]->parent = x;
   y->parent = x->parent;
-  if (!x->parent) A->root = y;
+  if (!x->parent) *root = y;
   else x->parent->child[x == x->parent->child[1]] = y;
   y->child[dir] = x;
   x->parent = y;
 }
 
-static void tree_insert(arena_t *A, rec_t *z) {
-  rec_t *y = NULL, *x = A->root;
+static void tree_insert(rec_t **root, rec_t *z) {
+  rec_t *y = NULL, *x = *root;
   int dir = 0;
   while (x) { y = x; dir = !key_less(z, x); x = x->child[dir]; }
   z->parent = y;
   z->child[0] = z->child[1] = NULL;
   z->red = 1;
-  if (!y) A->root = z;
+  if (!y) *root = z;
   else y->child[dir] = z;
   rec_t *p;
   while ((p = z->parent) && p->red) {
@@ -200,42 +200,42 @@ static void tree_insert(arena_t *A, rec_t *z) {
     int pd = p == g->child[1];
     rec_t *u = g->child[!pd];
     if (is_red(u)) { p->red = u->red = 0; g->red = 1; z = g; continue; }
-    if (z == p->child[!pd]) { rotate(A, p, pd); z = p; p = z->parent; }
+    if (z == p->child[!pd]) { rotate(root, p, pd); z = p; p = z->parent; }
     p->red = 0; g->red = 1;
-    rotate(A, g, !pd);
+    rotate(root, g, !pd);
   }
-  A->root->red = 0;
+  (*root)->red = 0;
 }
 
-static void transplant(arena_t *A, rec_t *u, rec_t *v) {
-  if (!u->parent) A->root = v;
+static void transplant(rec_t **root, rec_t *u, rec_t *v) {
+  if (!u->parent) *root = v;
   else u->parent->child[u == u->parent->child[1]] = v;
   if (v) v->parent = u->parent;
 }
 
-static void erase_fixup(arena_t *A, rec_t *x, rec_t *xp) {
+static void erase_fixup(rec_t **root, rec_t *x, rec_t *xp) {
   /* x may be NULL; a removed black node always leaves x a non-NULL sibling */
-  while (x != A->root && !is_red(x)) {
+  while (x != *root && !is_red(x)) {
     int d = x != xp->child[0];
     rec_t *w = xp->child[!d];
-    if (w->red) { w->red = 0; xp->red = 1; rotate(A, xp, d); w = xp->child[!d]; }
+    if (w->red) { w->red = 0; xp->red = 1; rotate(root, xp, d); w = xp->child[!d]; }
     if (!is_red(w->child[0]) && !is_red(w->child[1])) { w->red = 1; x = xp; xp = x->parent; continue; }
-    if (!is_red(w->child[!d])) { w->child[d]->red = 0; w->red = 1; rotate(A, w, !d); w = xp->child[!d]; }
+    if (!is_red(w->child[!d])) { w->child[d]->red = 0; w->red = 1; rotate(root, w, !d); w = xp->child[!d]; }
     w->red = xp->red; xp->red = 0;
     w->child[!d]->red = 0;
-    rotate(A, xp, d);
-    x = A->root;
+    rotate(root, xp, d);
+    x = *root;
   }
   if (x) x->red = 0;
 }
 
-static void tree_erase(arena_t *A, rec_t *z) {
+static void tree_erase(rec_t **root, rec_t *z) {
   rec_t *x, *xp;
   int removed_red = z->red;
   if (!z->child[0] || !z->child[1]) {
     x = z->child[0] ? z->child[0] : z->child[1];
     xp = z->parent;
-    transplant(A, z, x);
+    transplant(root, z, x);
   } else {
     rec_t *y = z->child[1];
     while (y->child[0]) y = y->child[0];
@@ -245,22 +245,22 @@ static void tree_erase(arena_t *A, rec_t *z) {
       xp = y;
     } else {
       xp = y->parent;
-      transplant(A, y, y->child[1]);
+      transplant(root, y, y->child[1]);
       y->child[1] = z->child[1];
       y->child[1]->parent = y;
     }
-    transplant(A, z, y);
+    transplant(root, z, y);
     y->child[0] = z->child[0];
     y->child[0]->parent = y;
     y->red = z->red;
   }
-  if (!removed_red) erase_fixup(A, x, xp);
+  if (!removed_red) erase_fixup(root, x, xp);
   z->child[0] = z->child[1] = z->parent = NULL;
 }
 
 /* smallest free block of at least `size` bytes (lowest address among equals) */
-static rec_t *tree_lower_bound(const arena_t *A, size_t size) {
-  rec_t *n = A->root, *best = NULL;
+static rec_t *tree_lower_bound(rec_t *n, size_t size) {
+  rec_t *best = NULL;
   while (n) {
     int small = n->size < size;
     best = small ? best : n;
@@ -273,6 +273,65 @@ static rec_t *tree_next(rec_t *n) {
   if (n->child[1]) { n = n->child[1]; while (n->child[0]) n = n->child[0]; return n; }
   while (n->parent && n == n->parent->child[1]) n = n->parent;
   return n->parent;
+}
+
+/* The free blocks of an arena are split by size class (four per power of
+ * two), one red-black tree per class and a bitmap of the non-empty ones.
+ * Together they are still one set ordered by (size, address) with exact
+ * best fit, but each tree is a few levels deep instead of log2(n): the
+ * descents and rebalancing were half of the cost of an alloc+free pair. */
+static inline unsigned size_class(size_t s) {
+  unsigned lg = 63u - (unsigned)__builtin_clzl(s);   /* s >= 16 */
+  return 4 * (lg - 2) + (unsigned)((s >> (lg - 2)) & 3);
+}
+
+static inline rec_t *leftmost(rec_t *n) {
+  while (n->child[0]) n = n->child[0];
+  return n;
+}
+
+/* First non-empty class above c, or -1. */
+static int next_class(const arena_t *A, unsigned c) {
+  unsigned i = c + 1;
+  for (unsigned w = i / 64; w < HPCMEM_LARGE_CLASSES / 64; w++) {
+    uint64_t m = A->nonempty[w];
+    if (w == i / 64) m &= ~(uint64_t)0 << (i % 64);
+    if (m) return (int)(w * 64 + (unsigned)__builtin_ctzll(m));
+  }
+  return -1;
+}
+
+static void set_insert(arena_t *A, rec_t *r) {
+  unsigned c = size_class(r->size);
+  tree_insert(&A->roots[c], r);
+  A->nonempty[c / 64] |= (uint64_t)1 << (c % 64);
+}
+
+static void set_erase(arena_t *A, rec_t *r) {
+  unsigned c = size_class(r->size);
+  tree_erase(&A->roots[c], r);
+  if (!A->roots[c]) A->nonempty[c / 64] &= ~((uint64_t)1 << (c % 64));
+}
+
+/* smallest free block of at least `size` bytes (lowest address among equals) */
+static rec_t *set_lower_bound(const arena_t *A, size_t size) {
+  unsigned c = size_class(size);
+  rec_t *n = tree_lower_bound(A->roots[c], size);
+  if (n) return n;
+  int d = next_class(A, c);
+  return d < 0 ? NULL : leftmost(A->roots[d]);
+}
+
+static rec_t *set_next(const arena_t *A, rec_t *n) {
+  rec_t *m = tree_next(n);
+  if (m) return m;
+  int d = next_class(A, size_class(n->size));
+  return d < 0 ? NULL : leftmost(A->roots[d]);
+}
+
+static rec_t *set_first(const arena_t *A) {
+  int d = next_class(A, (unsigned)-1);
+  return d < 0 ? NULL : leftmost(A->roots[d]);
 }
 
 /* ------------------------------------------------- decay FIFO, busy list */
@@ -309,7 +368,7 @@ static void busy_remove(hpcmem_large_t *L, rec_t *r) {
  * caller puts it into the FIFO when dirty. */
 static void free_attach(hpcmem_large_t *L, rec_t *r) {
   r->state = REC_FREE;
-  tree_insert(arena_of(L, r), r);
+  set_insert(arena_of(L, r), r);
   L->free_blocks++;
   L->free_bytes += r->size;
   L->retained_bytes += hull(r);
@@ -317,7 +376,7 @@ static void free_attach(hpcmem_large_t *L, rec_t *r) {
 
 /* Take a FREE block out of the tree and out of the counts (not the FIFO). */
 static void free_unlink(hpcmem_large_t *L, rec_t *r) {
-  tree_erase(arena_of(L, r), r);
+  set_erase(arena_of(L, r), r);
   L->free_blocks--;
   L->free_bytes -= r->size;
   L->retained_bytes -= hull(r);
@@ -445,7 +504,6 @@ static void debug_local(hpcmem_large_t *L, const rec_t *r) {
   if (n && n->prev != r) _hpcmem_fatal("large: broken next link at %p", r->start);
   if (r->state == REC_FREE && ((p && p->state == REC_FREE) || (n && n->state == REC_FREE)))
     _hpcmem_fatal("large: adjacent free blocks at %p", r->start);
-  if (A->root && (A->root->red || A->root->parent)) _hpcmem_fatal("large: bad tree root");
   size_t mapped = 0;
   for (int i = 0; i < L->narenas; i++) mapped += (size_t)(L->ar[i].top - L->ar[i].lo);
   if (L->free_bytes + L->live_bytes + L->overhead_bytes != mapped)
@@ -620,15 +678,15 @@ void _hpcmem_large_destroy(hpcmem_large_t *L) {
  * a larger one a few successors are tried before asking for a block large
  * enough for any padding, so the search stays O(log n). */
 static rec_t *find_fit(hpcmem_large_t *L, arena_t *A, size_t kb, size_t align, size_t *lead) {
-  rec_t *n = tree_lower_bound(A, kb);
+  rec_t *n = set_lower_bound(A, kb);
   *lead = 0;
   if (!n || align <= L->align) return n;
-  for (int tries = 0; n && tries < 8; tries++, n = tree_next(n)) {
+  for (int tries = 0; n && tries < 8; tries++, n = set_next(A, n)) {
     *lead = lead_for(n->start, align);
     if (*lead <= n->size && n->size - *lead >= kb) return n;
   }
   if (kb > SIZE_MAX - align) return NULL;
-  n = tree_lower_bound(A, kb + align - L->align);
+  n = set_lower_bound(A, kb + align - L->align);
   if (n) *lead = lead_for(n->start, align);
   return n;
 }
@@ -890,9 +948,14 @@ void _hpcmem_large_stats(hpcmem_large_t *L, hpcmem_large_stats_t *out) {
   out->live_blocks = L->live_blocks;
   out->free_blocks = L->free_blocks;
   for (int i = 0; i < L->narenas; i++) {
-    rec_t *n = L->ar[i].root;
-    while (n && n->child[1]) n = n->child[1];
-    if (n && n->size > out->largest_free) out->largest_free = n->size;
+    const arena_t *A = &L->ar[i];
+    for (int c = HPCMEM_LARGE_CLASSES - 1; c >= 0; c--) {
+      rec_t *n = A->roots[c];
+      if (!n) continue;
+      while (n->child[1]) n = n->child[1];
+      if (n->size > out->largest_free) out->largest_free = n->size;
+      break;
+    }
   }
   out->alloc_count = L->alloc_count;
   out->free_count = L->free_count;
@@ -961,20 +1024,31 @@ static int check_list(hpcmem_large_t *L, const arena_t *A, size_t *t) {
   return 0;
 }
 
-/* One arena's tree: red-black rules, then in order.  Adds its node count. */
+/* One arena's trees: red-black rules, each node in its class, the bitmap,
+ * then the whole set in order.  Adds the node count. */
 static int check_arena_tree(const arena_t *A, size_t *ntree) {
   size_t n0 = *ntree;
-  if (A->root && (A->root->red || A->root->parent)) return fail("tree root", A->root->start);
-  if (check_tree(A->root, NULL, ntree) < 0) return -EFAULT;
-  if (A->root) {   /* in order, which also covers order across subtrees */
-    rec_t *n = A->root, *pk = NULL;
-    size_t nin = 0;
-    while (n->child[0]) n = n->child[0];
-    for (; n; pk = n, n = tree_next(n)) {
-      if (pk && !key_less(pk, n)) return fail("tree order", n->start);
-      if (++nin > *ntree - n0) return fail("tree walk longer than the tree", n->start);
-    }
+  for (unsigned c = 0; c < HPCMEM_LARGE_CLASSES; c++) {
+    rec_t *root = A->roots[c];
+    int bit = (int)((A->nonempty[c / 64] >> (c % 64)) & 1);
+    if (bit != (root != NULL)) return fail("size class bitmap", root);
+    if (!root) continue;
+    if (root->red || root->parent) return fail("tree root", root->start);
+    size_t before = *ntree;
+    if (check_tree(root, NULL, ntree) < 0) return -EFAULT;
+    if (size_class(leftmost(root)->size) != c) return fail("block in the wrong size class", root->start);
+    rec_t *r = root;
+    while (r->child[1]) r = r->child[1];
+    if (size_class(r->size) != c) return fail("block in the wrong size class", r->start);
+    (void)before;
   }
+  rec_t *n = set_first(A), *pk = NULL;
+  size_t nin = 0;
+  for (; n; pk = n, n = set_next(A, n)) {   /* in order, across subtrees and classes */
+    if (pk && !key_less(pk, n)) return fail("tree order", n->start);
+    if (++nin > *ntree - n0) return fail("tree walk longer than the trees", n->start);
+  }
+  if (nin != *ntree - n0) return fail("tree walk shorter than the trees", NULL);
   return 0;
 }
 

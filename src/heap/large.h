@@ -34,10 +34,12 @@ typedef struct hpcmem_large_rec hpcmem_large_rec_t;
 /* A part of the data region with its own blocks.  With huge pages on, the
  * upper half of the reservation is a second arena for blocks of 16 MiB and
  * more, marked MADV_HUGEPAGE once at start-up. */
+#define HPCMEM_LARGE_CLASSES 192   /* size classes of the free-block trees (4 per power of 2) */
 typedef struct hpcmem_large_arena {
   char *lo, *top, *end;               /* blocks tile [lo, top); room up to end */
   hpcmem_large_rec_t *first, *last;   /* address-ordered block list */
-  hpcmem_large_rec_t *root;           /* free blocks by (size, address) */
+  hpcmem_large_rec_t *roots[HPCMEM_LARGE_CLASSES];   /* free blocks by (size, address) */
+  uint64_t nonempty[HPCMEM_LARGE_CLASSES / 64];      /* classes with a tree */
 } hpcmem_large_arena_t;
 
 typedef struct hpcmem_large_stats {

@@ -682,7 +682,7 @@ TEST(_hpcmem_large_decay, SplitRemainderKeepsItsAge) {
 
 TEST(_hpcmem_large_decay, MergedBlockKeepsTheOldestAge) {
   // a fresh free next to an old free block must not make the old pages young
-  const uint64_t decay = 100 * 1000000ull;
+  const uint64_t decay = 400 * 1000000ull;
   Tier t(decay);
   char *a = t.alloc(4 * MiB), *b = t.alloc(1 * MiB), *g1 = t.alloc(256 * KiB);
   char *c = t.alloc(256 * KiB), *g2 = t.alloc(256 * KiB);
@@ -690,11 +690,13 @@ TEST(_hpcmem_large_decay, MergedBlockKeepsTheOldestAge) {
   memset(a, 1, 5 * MiB);
   uint64_t t0 = _hpcmem_prim_now_ns();
   ASSERT_EQ(t.free(a), 0);
-  usleep(60 * 1000);
+  usleep(250 * 1000);
   for (int i = 0; i < 8; i++) {  // operations elsewhere, so the tier reads the clock
     ASSERT_EQ(t.free(c), 0);
     ASSERT_EQ(t.alloc(256 * KiB), c);
   }
+  ASSERT_LT(_hpcmem_prim_now_ns() - t0, decay) << "machine too slow for this test's timing";
+  ASSERT_EQ(resident(a, 4 * MiB), pages_in(a, 4 * MiB));  // not decayed yet
   ASSERT_EQ(t.free(b), 0);  // merges with a's block
   EXPECT_EQ(t.stats().free_blocks, 1u);
   _hpcmem_large_decay(&t.L, t0 + decay + decay / 10, 0);
@@ -817,12 +819,18 @@ TEST(_hpcmem_large_check, DetectsCorruption) {
   ASSERT_EQ(t.check(), 0);
   struct Damage { const char *what; std::function<void()> apply, undo; };
   size_t saved_bytes = t.L.live_bytes;
-  hpcmem_large_rec_t *saved_last = t.L.ar[0].last, *saved_root = t.L.ar[0].root;
+  int cls = 0;
+  while (!t.L.ar[0].roots[cls]) cls++;  // the class of the one free block
+  hpcmem_large_rec_t *saved_last = t.L.ar[0].last, *saved_root = t.L.ar[0].roots[cls];
+  uint64_t saved_bits = t.L.ar[0].nonempty[cls / 64];
   size_t saved_count = t.L.hcount;
   std::vector<Damage> damage = {
       {"live counts", [&] { t.L.live_bytes += 256; }, [&] { t.L.live_bytes = saved_bytes; }},
       {"last block pointer", [&] { t.L.ar[0].last = nullptr; }, [&] { t.L.ar[0].last = saved_last; }},
-      {"free blocks missing from the tree", [&] { t.L.ar[0].root = nullptr; }, [&] { t.L.ar[0].root = saved_root; }},
+      {"size class bitmap", [&] { t.L.ar[0].roots[cls] = nullptr; }, [&] { t.L.ar[0].roots[cls] = saved_root; }},
+      {"free blocks missing from the tree",
+       [&] { t.L.ar[0].roots[cls] = nullptr; t.L.ar[0].nonempty[cls / 64] = 0; },
+       [&] { t.L.ar[0].roots[cls] = saved_root; t.L.ar[0].nonempty[cls / 64] = saved_bits; }},
       {"hash table count", [&] { t.L.hcount++; }, [&] { t.L.hcount = saved_count; }},
   };
   for (auto &d : damage) {
