@@ -23,16 +23,30 @@ extern void *__libc_realloc(void *, size_t);
 extern void *__libc_memalign(size_t, size_t);
 
 #define EXPORT __attribute__((visibility("default")))
-#define TRACING __builtin_expect(_hpcmem_trace_enabled, 0)
+#define TRACING (__builtin_expect(!started, 0) ? start_now() : __builtin_expect(_hpcmem_trace_enabled, 0))
 
 static pthread_key_t exit_key;
 static __thread int armed;
+static volatile int started;
+
+/* The recorder starts at the first allocation, not at our constructor:
+ * libraries initialised before us (libstdc++'s 72 KiB exception pool)
+ * allocate too.  The pthread key comes later, from the constructor. */
+static int start_now(void) {
+  static volatile int starting;
+  if (__atomic_exchange_n(&starting, 1, __ATOMIC_ACQ_REL)) return _hpcmem_trace_enabled;
+  _hpcmem_trace_init();
+  started = 1;
+  return _hpcmem_trace_enabled;
+}
 
 static void thread_gone(void *arg) { (void)arg; _hpcmem_trace_thread_exit(); }
 
+static int key_ready;
+
 static inline void arm(void) {
   /* the key's destructor writes the thread's buffer when it exits */
-  if (!armed) { armed = 1; pthread_setspecific(exit_key, (void *)1); }
+  if (!armed && key_ready) { armed = 1; pthread_setspecific(exit_key, (void *)1); }
 }
 
 EXPORT void *malloc(size_t n) {
@@ -80,6 +94,6 @@ EXPORT void *pvalloc(size_t n) {
 }
 
 __attribute__((constructor)) static void start(void) {
-  pthread_key_create(&exit_key, thread_gone);
-  _hpcmem_trace_init();
+  if (pthread_key_create(&exit_key, thread_gone) == 0) key_ready = 1;
+  if (!started) start_now();
 }

@@ -23,18 +23,23 @@ work=$(mktemp -d /tmp/hpcmem-overhead.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
 now() { date +%s.%N; }
+# best wall and best CPU (user + sys of the whole process tree, so that
+# heaptrack's interpreter counts) over REPEAT runs: "WALL CPU"
 best() {  # NAME, then the command words
   name=$1; shift
-  t=""
+  t="" c=""
   for i in $(seq "$repeat"); do
     rm -rf "$work/$name"; mkdir -p "$work/$name"
     s=$(now)
-    ( cd "$work/$name" && "$@" ) > "$work/$name.out" 2>&1 || { echo "$name: failed: $(tail -3 "$work/$name.out")" >&2; return 1; }
+    ( cd "$work/$name" && /usr/bin/time -f "%U %S" -o "$work/$name.cpu" "$@" ) > "$work/$name.out" 2>&1 ||
+      { echo "$name: failed: $(tail -3 "$work/$name.out")" >&2; return 1; }
     e=$(now)
     d=$(echo "$e - $s" | bc)
+    u=$(awk '{print $1 + $2}' "$work/$name.cpu")
     if [ -z "$t" ] || [ "$(echo "$d < $t" | bc)" = 1 ]; then t=$d; fi
+    if [ -z "$c" ] || [ "$(echo "$u < $c" | bc)" = 1 ]; then c=$u; fi
   done
-  echo "$t"
+  echo "$t $c"
 }
 
 xs="" es=""
@@ -47,17 +52,22 @@ if [ -n "$np" ]; then
   th=$(best hpcmem "$b/tests/run-mpi.sh" "$np" -x HPCMEM_TRACE=1 -x HPCMEM_TRACE_DIR="$work/hpcmem/trace" \
        -x HPCMEM_REPORT=off $xs -x LD_PRELOAD="$preload" "$@")
   prog=$1; shift
-  tk=$(best heaptrack "$b/tests/run-mpi.sh" "$np" heaptrack -o "$work/heaptrack/ht" "$prog" "$@")
+  tk=$(best heaptrack "$b/tests/run-mpi.sh" "$np" heaptrack "$prog" "$@")
 else
   tp=$(best plain "$@")
   th=$(best hpcmem env $es HPCMEM_TRACE=1 HPCMEM_TRACE_DIR="$work/hpcmem/trace" HPCMEM_REPORT=off LD_PRELOAD="$preload" "$@")
-  tk=$(best heaptrack heaptrack -o "$work/heaptrack/ht" "$@")
+  tk=$(best heaptrack heaptrack "$@")
 fi
 events=$("$b/tools/hpcmem-report" --json "$work/hpcmem/trace" 2>/dev/null | jq '[.ranks[].events] | add')
 hsize=$(cat "$work"/hpcmem/trace/*.hmt | wc -c)
-ksize=$(cat "$work"/heaptrack/ht* 2>/dev/null | wc -c)
-printf '%-10s %10s %9s %14s %12s\n' config "wall (s)" slowdown "trace bytes" "bytes/event"
-printf '%-10s %10.3f %9s %14s %12s\n' plain "$tp" 1.00 - -
-printf '%-10s %10.3f %9.2f %14d %12.2f\n' hpcmem "$th" "$(echo "$th / $tp" | bc -l)" "$hsize" "$(echo "$hsize / $events" | bc -l)"
-printf '%-10s %10.3f %9.2f %14d %12.2f\n' heaptrack "$tk" "$(echo "$tk / $tp" | bc -l)" "$ksize" "$(echo "$ksize / $events" | bc -l)"
+ksize=$(cat "$work"/heaptrack/heaptrack.* 2>/dev/null | wc -c)  # one file per process
+set -- $tp; tpw=$1 tpc=$2
+set -- $th; thw=$1 thc=$2
+set -- $tk; tkw=$1 tkc=$2
+printf '%-10s %9s %8s %9s %8s %12s %11s\n' config "wall (s)" "x wall" "CPU (s)" "x CPU" "trace bytes" "bytes/event"
+printf '%-10s %9.3f %8s %9.2f %8s %12s %11s\n' plain "$tpw" 1.00 "$tpc" 1.00 - -
+printf '%-10s %9.3f %8.2f %9.2f %8.2f %12d %11.2f\n' hpcmem "$thw" "$(echo "$thw / $tpw" | bc -l)" "$thc" \
+  "$(echo "$thc / $tpc" | bc -l)" "$hsize" "$(echo "$hsize / $events" | bc -l)"
+printf '%-10s %9.3f %8.2f %9.2f %8.2f %12d %11.2f\n' heaptrack "$tkw" "$(echo "$tkw / $tpw" | bc -l)" "$tkc" \
+  "$(echo "$tkc / $tpc" | bc -l)" "$ksize" "$(echo "$ksize / $events" | bc -l)"
 echo "($events allocation events; preload $preload;$es)"
