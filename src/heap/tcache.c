@@ -40,6 +40,8 @@ static void bins_init(hpcmem_tcache_t *t) {
 }
 
 void _hpcmem_tcache_rebind(hpcmem_tcache_t *t) {
+  /* a cache holds only its own group's objects: those of the old group go home first */
+  if (t->heap) _hpcmem_tcache_flush_all(t);
   int cpu = sched_getcpu();
   unsigned g = cpu < 0 ? 0 : _hpcmem_cpu_to_group ? _hpcmem_cpu_to_group(cpu) : (unsigned)cpu;
   t->heap = &_hpcmem_heaps.heap[g % _hpcmem_heaps.count];
