@@ -36,6 +36,18 @@ build() {
   make -C "$build" -j"$jobs"
 }
 
+# The allocator's own tests once more in a --enable-debug build, whose heaps check
+# their invariants as they go and whose stress test checks after every operation.
+# It lives under build/tests/ so that tests/summary.sh counts its results too.
+debug_check() {
+  dbg="$build/tests/debug-build"
+  mkdir -p "$dbg"
+  [ -f "$dbg/Makefile" ] || (cd "$dbg" && "$top/configure" -q --enable-debug --without-mpi --disable-static >/dev/null)
+  progs="tests/stress/test_stress tests/integration/test_malloc tests/integration/test_threads"
+  make -C "$dbg" -j"$jobs" $progs >/dev/null
+  make -C "$dbg" check TESTS="$progs" check_PROGRAMS="$progs"
+}
+
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 case "${1:-}" in
@@ -49,6 +61,7 @@ case "${1:-}" in
     deps; build
     status=0
     make -C "$build" -j"$jobs" check || status=$?
+    debug_check || status=$?
     "$top/tests/summary.sh" "$build" || status=1
     exit $status
     ;;
