@@ -218,7 +218,8 @@ static inline int64_t hmt_unzigzag(uint64_t v) { return (int64_t)(v >> 1) ^ -(in
 /*   0 magic[8] "HPCMEMTR"     8 u16 version_major   10 u16 version_minor */
 /*  12 u32 header_size (256)  16 u32 flags (HMT_HF_*)                     */
 /*  20 i32 rank               24 i32 size             28 u32 pid          */
-/*  32 i64 clock_offset_ns: add to a time stamp to get rank 0's clock     */
+/*  32 i64 clock_offset_ns: add to a time stamp to get the job's clock,   */
+/*         common to all ranks (the MPI layer: ns since the job's origin)  */
 /*  40 u64 start_ns (CLOCK_MONOTONIC)  48 u64 start_realtime_ns (epoch)   */
 /*  56 u32 pointer_size       60 u32 page_size                            */
 /*  64 u32 max_depth          68 u32 buffer_size      72 u32 codec        */

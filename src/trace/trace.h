@@ -40,8 +40,10 @@ void _hpcmem_trace_flush_all(int reason);
 /* Flush the calling thread's buffer and give it back (thread-exit hook). */
 void _hpcmem_trace_thread_exit(void);
 
-/* The MPI layer's rank, size and clock offset (add to a local time stamp to
- * get rank 0's clock) at MPI_Init.  Renames the file if the launcher's
+/* The MPI layer's rank, size and clock offset at MPI_Init: added to a
+ * local time stamp it gives a clock common to all ranks of the job (for
+ * example -origin, where origin is this rank's clock at the job's time
+ * zero; on one host 0 is right).  Renames the file if the launcher's
  * guess was different and rewrites the header; re-installs the signal
  * handlers (MPI libraries install their own at MPI_Init). */
 void _hpcmem_trace_set_rank(int rank, int size, int64_t clock_offset_ns);

@@ -53,6 +53,16 @@ run_case() {  # NAME PRELOAD-LIB
   a=$(q '.ranks[] | select(.rank == 3) | .functions_at_peak[] | select(.name == "assemble") | .bytes')
   h=$(q '.ranks[] | select(.rank == 3) | .functions_at_peak[] | select(.name == "build_halo") | .bytes')
   [ "$a" = $((6 * MiB)) ] && [ "$h" = $((4 * MiB)) ] && ok "$name.collapse_wrappers" || ko "$name.collapse_wrappers" "assemble=$a build_halo=$h"
+  # every rank frees its mesh right after the same barrier: on the job's
+  # common clock (each file's clock offset applied) the drops line up
+  drops=""
+  for r in 0 1 2 3; do
+    d=$(q ".ranks[] | select(.rank == $r) | .hwm_time_s as \$h | [.timeline[] | select(.[0] >= \$h and .[2] < $(((10 * r + 20) * MiB / 2)))][0][0]")
+    drops="$drops $d"
+  done
+  spread=$(echo "$drops" | awk '{mn = $1; mx = $1; for (i = 2; i <= NF; i++) { if ($i < mn) mn = $i; if ($i > mx) mx = $i } print mx - mn}')
+  if [ "$(echo "$spread < 0.02" | bc)" = 1 ]; then ok "$name.ranks_share_one_clock"
+  else ko "$name.ranks_share_one_clock" "the frees after the barrier are $spread s apart (times$drops): clock offsets"; fi
   peak=$(q '.job.peak_bytes')
   [ "$peak" -ge $((140 * MiB)) ] 2>/dev/null && ok "$name.job_peak" || ko "$name.job_peak" "$peak"
   mx=$(q '.imbalance.max_rank'); mn=$(q '.imbalance.min_rank')

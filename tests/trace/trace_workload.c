@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include "trace/trace.h"
 #include "util/options.h"
@@ -97,10 +98,11 @@ static void load_options(const char *dir) {
   free(env);
 }
 
-static int run_rank(int rank, int size, int to_parent, int from_parent) {
+static int run_rank(int rank, int size, int to_parent, int from_parent, uint64_t origin) {
   _hpcmem_trace_init();
   if (!_hpcmem_trace_enabled) { fprintf(stderr, "trace_workload: set HPCMEM_TRACE=1\n"); return 1; }
-  _hpcmem_trace_set_rank(rank, size, 0);
+  /* as the MPI layer does: the clock of the job counts from its origin */
+  _hpcmem_trace_set_rank(rank, size, -(int64_t)origin);
   next_addr = BASE + (uint64_t)rank * 0x10000000000ull;
   uint64_t mesh[10], halo[4], a[3];
   read_mesh(rank, mesh);
@@ -128,10 +130,13 @@ int main(int argc, char **argv) {
   load_options(argv[1]);
   int up[2], down[2];
   if (pipe(up) || pipe(down)) return 1;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  uint64_t origin = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
   for (int r = 0; r < n; r++) {
     pid_t pid = fork();
     if (pid < 0) return 1;
-    if (pid == 0) _exit(run_rank(r, n, up[1], down[0]));
+    if (pid == 0) _exit(run_rank(r, n, up[1], down[0], origin));
   }
   for (int r = 0; r < n; r++) {
     char c;
