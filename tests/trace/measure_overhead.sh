@@ -1,8 +1,9 @@
 #!/bin/sh
 # Tracing overhead and trace size, next to heaptrack's, on one program:
-#   tests/trace/measure_overhead.sh [-n NP] [-r REPEAT] [-l PRELOAD] PROGRAM ARGS...
+#   tests/trace/measure_overhead.sh [-n NP] [-r REPEAT] [-l PRELOAD] [-b] PROGRAM ARGS...
 # runs PROGRAM (under tests/run-mpi.sh with NP ranks when -n is given)
-#   plain      as it is
+#   plain      as it is (with -b: with LD_PRELOAD=PRELOAD, not tracing, so that
+#              libhpcmem's slowdown is measured against libhpcmem)
 #   hpcmem     HPCMEM_TRACE=1 with LD_PRELOAD=PRELOAD (default: libhpcmem.so of
 #              this build; tests/trace/.libs/libhmtpreload.so measures the
 #              recorder alone over glibc, like heaptrack)
@@ -11,9 +12,9 @@
 # and the size of the traces per event.  HPCMEM_TRACE_UNWIND, _DEPTH and
 # _COMPRESS are passed on when set.  Not part of make check (minutes).
 # Run from the build directory.
-np="" repeat=3 preload=""
-while getopts n:r:l: o; do
-  case $o in n) np=$OPTARG ;; r) repeat=$OPTARG ;; l) preload=$OPTARG ;; *) exit 2 ;; esac
+np="" repeat=3 preload="" base=""
+while getopts n:r:l:b o; do
+  case $o in n) np=$OPTARG ;; r) repeat=$OPTARG ;; l) preload=$OPTARG ;; b) base=1 ;; *) exit 2 ;; esac
 done
 shift $((OPTIND - 1))
 [ $# -ge 1 ] || { echo "usage: $0 [-n NP] [-r REPEAT] [-l PRELOAD] PROGRAM ARGS..." >&2; exit 2; }
@@ -47,14 +48,16 @@ for v in HPCMEM_TRACE_UNWIND HPCMEM_TRACE_DEPTH HPCMEM_TRACE_COMPRESS; do
   eval "val=\${$v:-}"
   [ -n "$val" ] && xs="$xs -x $v=$val" && es="$es $v=$val"
 done
+bx="" be=""
+[ -n "$base" ] && bx="-x HPCMEM_REPORT=off -x LD_PRELOAD=$preload" && be="HPCMEM_REPORT=off LD_PRELOAD=$preload"
 if [ -n "$np" ]; then
-  tp=$(best plain "$b/tests/run-mpi.sh" "$np" "$@")
+  tp=$(best plain "$b/tests/run-mpi.sh" "$np" $bx "$@")
   th=$(best hpcmem "$b/tests/run-mpi.sh" "$np" -x HPCMEM_TRACE=1 -x HPCMEM_TRACE_DIR="$work/hpcmem/trace" \
        -x HPCMEM_REPORT=off $xs -x LD_PRELOAD="$preload" "$@")
   prog=$1; shift
   tk=$(best heaptrack "$b/tests/run-mpi.sh" "$np" heaptrack "$prog" "$@")
 else
-  tp=$(best plain "$@")
+  tp=$(best plain env $be "$@")
   th=$(best hpcmem env $es HPCMEM_TRACE=1 HPCMEM_TRACE_DIR="$work/hpcmem/trace" HPCMEM_REPORT=off LD_PRELOAD="$preload" "$@")
   tk=$(best heaptrack heaptrack "$@")
 fi
@@ -70,4 +73,4 @@ printf '%-10s %9.3f %8.2f %9.2f %8.2f %12d %11.2f\n' hpcmem "$thw" "$(echo "$thw
   "$(echo "$thc / $tpc" | bc -l)" "$hsize" "$(echo "$hsize / $events" | bc -l)"
 printf '%-10s %9.3f %8.2f %9.2f %8.2f %12d %11.2f\n' heaptrack "$tkw" "$(echo "$tkw / $tpw" | bc -l)" "$tkc" \
   "$(echo "$tkc / $tpc" | bc -l)" "$ksize" "$(echo "$ksize / $events" | bc -l)"
-echo "($events allocation events; preload $preload;$es)"
+echo "($events allocation events; preload $preload;$es${base:+; plain = the preload without tracing})"
