@@ -97,6 +97,21 @@ else
   ko text_report "$(head -c 300 "$dir/report.txt")"
 fi
 
+# --- symbols through addr2line, progress bar ---------------------------------------
+if command -v addr2line >/dev/null 2>&1; then
+  "$REPORT" --symbols=addr2line --json="$dir/report.json" "$dir/trace" > /dev/null 2>&1
+  m=$(q '.ranks[] | select(.rank == 2) | .functions_at_peak[] | select(.name == "read_mesh") | .bytes')
+  s=$(q '.symbols')
+  [ "$m" = $((30 * MiB)) ] && [ "$s" = addr2line ] && ok symbols_by_addr2line || ko symbols_by_addr2line "read_mesh=$m symbols=$s"
+fi
+"$REPORT" --symbols=none --json="$dir/report.json" "$dir/trace" > /dev/null 2>&1
+hwm=$(q '.ranks[] | select(.rank == 3) | .hwm_bytes')
+near "$hwm" $((50 * MiB)) $MiB && ok without_symbols || ko without_symbols "hwm $hwm"
+"$REPORT" --progress "$dir/trace" > /dev/null 2> "$dir/err.txt"
+tr '\r' '\n' < "$dir/err.txt" | grep -q '^reading traces \[#*\] 100%' && ok progress_bar || ko progress_bar "$(head -c 200 "$dir/err.txt")"
+"$REPORT" "$dir/trace" > /dev/null 2> "$dir/err.txt"
+[ ! -s "$dir/err.txt" ] && ok no_progress_bar_for_small_input || ko no_progress_bar_for_small_input "$(head -c 200 "$dir/err.txt")"
+
 # --- plots ------------------------------------------------------------------------------
 "$REPORT" --svg="$dir/svg" "$dir/trace" > /dev/null 2>&1
 bad=""
