@@ -37,9 +37,12 @@ static struct {
 
 /* ---- configuration from trace.c ------------------------------------ */
 
+static void scan_modules_locked(void);
+
 void _hpcmem_tfile_configure(const hmt_header_t *h, const char *dir) {
   F.hdr = *h;
   snprintf(F.dir, sizeof F.dir, "%s", dir);
+  scan_modules_locked();  /* start-up: nobody else records yet */
 }
 
 const char *_hpcmem_tfile_path(void) { return F.fd >= 0 ? F.path : ""; }
@@ -159,7 +162,7 @@ int _hpcmem_tfile_write_block(hmt_block_t *b, const void *payload, int may_wait)
   }
   int first = F.fd < 0;
   int err = append_locked(b, payload);
-  if (err == 0 && first && may_wait) modules_locked();
+  if (err == 0 && first) modules_locked();
   _hpcmem_tlock_release(&F.lock);
   return err;
 }
@@ -266,13 +269,23 @@ static int peek_counters(struct dl_phdr_info *info, size_t size, void *data) {
   return 1;
 }
 
-static void modules_locked(void) {
+/* The MODULES payload is built in normal context and kept, so that a
+ * file first created in a signal handler (a program that dies before its
+ * first buffer fills) still gets one: dl_iterate_phdr is not safe there. */
+static struct {
+  uint8_t *buf;      /* payload: count varint, then the modules */
+  size_t len, cap;
+  uint32_t count;
+  unsigned long long adds, subs;
+} M;
+
+static void scan_modules_locked(void) {
   static mod_scan_t s;  /* under F.lock; PATH_MAX is too much for small thread stacks */
   memset(&s, 0, offsetof(mod_scan_t, exe));
   ssize_t n = readlink("/proc/self/exe", s.exe, sizeof s.exe - 1);
   s.exe[n > 0 ? n : 0] = 0;
   dl_iterate_phdr(scan_one, &s);  /* measure */
-  size_t need = s.len + 10, cap = need + 4096;
+  size_t cap = s.len + 10 + 4096;
   uint8_t *buf = _hpcmem_trace_alloc(cap);
   if (!buf) return;
   s.buf = buf; s.cap = cap - 10; s.len = 10; s.count = 0;
@@ -282,24 +295,30 @@ static void modules_locked(void) {
   uint8_t tmp[10];
   size_t cl = (size_t)(hmt_put_varint(tmp, s.count) - tmp);
   memcpy(buf + 10 - cl, tmp, cl);
+  memmove(buf, buf + 10 - cl, s.len - 10 + cl);
+  _hpcmem_trace_free(M.buf);
+  M.buf = buf; M.cap = cap; M.len = s.len - 10 + cl; M.count = (uint32_t)s.count;
+  M.adds = s.adds; M.subs = s.subs;
+}
+
+static void modules_locked(void) {
+  if (!M.buf || F.fd < 0) return;
   hmt_block_t b = {0};
   b.type = HMT_BLOCK_MODULES; b.codec = HMT_CODEC_NONE;
-  b.stored_len = b.raw_len = (uint32_t)(s.len - 10 + cl);
-  b.count = (uint32_t)s.count;
-  if (append_locked(&b, buf + 10 - cl) == 0) {
-    F.adds = s.adds; F.subs = s.subs; F.modules_known = 1;
-  }
-  _hpcmem_trace_free(buf);
+  b.stored_len = b.raw_len = (uint32_t)M.len;
+  b.count = M.count;
+  if (append_locked(&b, M.buf) == 0) { F.adds = M.adds; F.subs = M.subs; F.modules_known = 1; }
 }
 
 void _hpcmem_tfile_check_modules(int may_wait) {
   if (!may_wait || F.failed) return;
   unsigned long long c[2] = {0, 0};
   dl_iterate_phdr(peek_counters, c);
-  if (F.modules_known && c[0] == F.adds && c[1] == F.subs) return;
+  if (M.buf && c[0] == M.adds && c[1] == M.subs && (F.fd < 0 || F.modules_known)) return;
   int tid = _hpcmem_trace_tid();
   _hpcmem_tlock(&F.lock, tid);
-  if (F.fd >= 0 && !(F.modules_known && c[0] == F.adds && c[1] == F.subs)) modules_locked();
+  if (!M.buf || c[0] != M.adds || c[1] != M.subs) { scan_modules_locked(); F.modules_known = 0; }
+  if (F.fd >= 0 && !F.modules_known) modules_locked();
   _hpcmem_tlock_release(&F.lock);
 }
 

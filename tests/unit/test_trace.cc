@@ -654,6 +654,7 @@ void expect_all_events(const std::string &dir, int n, int sig) {
   ASSERT_TRUE(rb.info.flush.present);
   EXPECT_EQ(rb.info.flush.reason, (uint64_t)(HMT_FLUSH_SIGNAL + sig));
   EXPECT_FALSE(rb.info.truncated);
+  EXPECT_FALSE(rb.modules.empty()) << "the modules are known even when the file is made in the handler";
 }
 
 class TraceSignal : public ::testing::TestWithParam<int> {};

@@ -1,0 +1,50 @@
+#!/bin/sh
+# A program preloaded with libhpcmem and HPCMEM_TRACE=1 that dies by a
+# signal: it dies by the same signal, and its trace holds every allocation
+# and says how it ended.  SIGKILL cannot be caught: the file still reads.
+b=$(cd "${top_builddir:-.}" && pwd)
+APP=$b/tests/trace/signal_app
+REPORT=$b/tools/hpcmem-report
+LIB=${HPCMEM_LIB:-$b/.libs/libhpcmem.so}
+fails=0
+ok() { echo "[       OK ] trace_signal.$1"; }
+ko() { echo "[  FAILED  ] trace_signal.$1 ($2)"; fails=$((fails + 1)); }
+if ! command -v jq >/dev/null 2>&1; then echo "[  SKIPPED ] trace_signal.all (jq is not installed)"; exit 77; fi
+dir=$(mktemp -d /tmp/hpcmem-trace-signal.XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+ulimit -c 0
+
+# a first run tells whether this libhpcmem records at all
+HPCMEM_TRACE=1 HPCMEM_TRACE_DIR="$dir/probe" HPCMEM_REPORT=off LD_PRELOAD="$LIB" "$APP" EXIT
+if ! ls "$dir"/probe/*.hmt > /dev/null 2>&1; then
+  echo "[  SKIPPED ] trace_signal.all (libhpcmem wrote no trace: the allocator does not call the recorder's hooks)"
+  exit 77
+fi
+
+for case in TERM:15 INT:2 SEGV:11 ABRT:6 EXIT:0 KILL:9; do
+  how=${case%:*} sig=${case#*:}
+  t=$dir/$how
+  rm -f "$dir/r.json"
+  HPCMEM_TRACE=1 HPCMEM_TRACE_DIR="$t" HPCMEM_TRACE_BUFFER=64K HPCMEM_REPORT=off LD_PRELOAD="$LIB" "$APP" "$how" 2> /dev/null
+  rc=$?
+  want=$((sig ? 128 + sig : 0))
+  if [ $rc != $want ]; then ko "$how.dies_the_same_way" "exit $rc, expected $want"; continue; fi
+  ok "$how.dies_the_same_way"
+  "$REPORT" --json="$dir/r.json" "$t" > "$dir/r.txt" 2> "$dir/err.txt"
+  live=$(jq -r '.ranks[0].live_at_end_bytes' "$dir/r.json")
+  fill=$(jq -r '[.leaks.functions[] | select(.name == "fill") | .bytes] | add' "$dir/r.json")
+  end=$(jq -r '.ranks[0].end' "$dir/r.json")
+  case $how in
+    KILL)
+      # what was still buffered dies with the process; the blocks written before read
+      ev=$(jq -r '.ranks[0].events' "$dir/r.json")
+      [ "$end" = none ] && [ "$ev" -gt 50000 ] 2>/dev/null && ok KILL.written_blocks_read ||
+        ko KILL.written_blocks_read "end $end events $ev $(cat "$dir/err.txt")" ;;
+    EXIT)
+      [ "$fill" = 1024000 ] && [ "$end" = exit ] && ok EXIT.every_allocation || ko EXIT.every_allocation "fill $fill end $end" ;;
+    *)
+      [ "$fill" = 1024000 ] && [ "$end" = "signal $sig" ] && ok "$how.every_allocation_and_the_signal" ||
+        ko "$how.every_allocation_and_the_signal" "fill $fill end $end $(cat "$dir/err.txt")" ;;
+  esac
+done
+[ $fails = 0 ]
