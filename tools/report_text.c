@@ -172,8 +172,10 @@ void rpt_print_text(rpt_t *R, FILE *out) {
     }
     const rpt_proc_t *P = &R->p[i];
     int64_t sys = rpt_at_peak(P, &P->sys, NULL);
-    fprintf(out, "  %-8s %-16.16s %12s %10.3f %12s %10llu %10llu %12s\n", rpt_proc_label(R, P, lab, sizeof lab),
-            P->h.hostname, rpt_bytes((double)P->peak, b1, sizeof b1), rpt_seconds(R, P->peak_t),
+    char at[32] = "-";
+    if (P->peak > 0) snprintf(at, sizeof at, "%.3f", rpt_seconds(R, P->peak_t));
+    fprintf(out, "  %-8s %-16.16s %12s %10s %12s %10llu %10llu %12s\n", rpt_proc_label(R, P, lab, sizeof lab),
+            P->h.hostname, rpt_bytes((double)P->peak, b1, sizeof b1), at,
             rpt_bytes((double)P->cur, b2, sizeof b2),
             (unsigned long long)(P->n_kind[HPCMEM_EV_MALLOC] + P->n_kind[HPCMEM_EV_CALLOC] + P->n_kind[HPCMEM_EV_MEMALIGN] +
                                  P->n_kind[HPCMEM_EV_REALLOC]),
@@ -185,7 +187,7 @@ void rpt_print_text(rpt_t *R, FILE *out) {
   int64_t sum_peaks = 0;
   for (size_t i = 0; i < R->np; i++) sum_peaks += R->p[i].peak;
   fprintf(out, "\nJob: peak of the sum %s at %.3f s; the sum of the rank peaks is %s", rpt_bytes((double)R->peak, b1, sizeof b1),
-          rpt_seconds(R, R->peak_t), rpt_bytes((double)sum_peaks, b2, sizeof b2));
+          R->peak > 0 ? rpt_seconds(R, R->peak_t) : 0.0, rpt_bytes((double)sum_peaks, b2, sizeof b2));
   if (sum_peaks > R->peak) fprintf(out, " (the ranks peak at different times)");
   fprintf(out, "\n");
 
@@ -217,7 +219,7 @@ void rpt_print_text(rpt_t *R, FILE *out) {
     rpt_proc_t *P = &R->p[i];
     const char *why = R->np == 1 ? "" : i == imax ? " (largest high-water mark)" : i == imin ? " (smallest high-water mark)" : "";
     fprintf(out, "\nRank %s at its peak, %s at %.3f s%s\n", rpt_proc_label(R, P, lab, sizeof lab),
-            rpt_bytes((double)P->peak, b1, sizeof b1), rpt_seconds(R, P->peak_t), why);
+            rpt_bytes((double)P->peak, b1, sizeof b1), P->peak > 0 ? rpt_seconds(R, P->peak_t) : 0.0, why);
     size_t n;
     rpt_agg_t *a = rpt_aggregate(R, P, 0, 0, &n);
     fprintf(out, " by function (top %d)%s:\n", R->o.top, R->o.collapse ? ", wrappers collapsed" : "");
@@ -364,7 +366,7 @@ int rpt_write_json(rpt_t *R, FILE *o) {
   js(o, hmt_sym_method(R->sym));
   fprintf(o, ",\"complete\":%s,\"collapse_wrappers\":%s", all_complete(R) ? "true" : "false", R->o.collapse ? "true" : "false");
   fprintf(o, ",\"job\":{\"peak_bytes\":%lld,\"peak_time_s\":%.6f,\"sum_of_rank_peaks\":%lld,\"live_at_end_bytes\":%lld",
-          (long long)R->peak, rpt_seconds(R, R->peak_t), (long long)sum_peaks, (long long)live);
+          (long long)R->peak, R->peak > 0 ? rpt_seconds(R, R->peak_t) : 0.0, (long long)sum_peaks, (long long)live);
   fputs(",\"ranks_at_peak\":[", o);
   for (size_t i = 0; i < R->np; i++)
     fprintf(o, "%s{\"rank\":%d,\"pid\":%u,\"bytes\":%lld}", i ? "," : "", R->p[i].h.rank, R->p[i].h.pid,
@@ -409,7 +411,8 @@ int rpt_write_json(rpt_t *R, FILE *o) {
     js(o, P->info.flush.present ? hmt_flush_reason_name(P->info.flush.reason, why, sizeof why) : "none");
     if (P->failed) { fputs(",\"error\":", o); js(o, P->error); }
     fprintf(o, ",\"hwm_bytes\":%lld,\"hwm_time_s\":%.6f,\"live_at_end_bytes\":%lld,\"live_at_end_count\":%llu",
-            (long long)P->peak, rpt_seconds(R, P->peak_t), (long long)P->cur, (unsigned long long)P->live.count);
+            (long long)P->peak, P->peak > 0 ? rpt_seconds(R, P->peak_t) : 0.0, (long long)P->cur,
+            (unsigned long long)P->live.count);
     fprintf(o, ",\"sys_bytes_at_peak\":%lld,\"events\":%llu,\"mallocs\":%llu,\"callocs\":%llu,\"reallocs\":%llu,"
             "\"frees\":%llu,\"memaligns\":%llu,\"sys_events\":%llu,\"unmatched_frees\":%llu,\"bytes_allocated\":%llu",
             (long long)rpt_at_peak(P, &P->sys, NULL), (unsigned long long)P->n_events,
