@@ -537,20 +537,19 @@ static void decay_unlock(hpcmem_large_t *L, uint64_t now, int force) {
       rec_t *r = L->dhead;
       if (!force && !decay_due(L, r, now)) break;
       if (n == DECAY_BATCH) { more = 1; break; }
-      char *a = r->dlo > r->start ? r->dlo : r->start;
-      char *b = r->dhi < rend(r) ? r->dhi : rend(r);
-      a = (char *)up((uintptr_t)a, L->page);
-      b = (char *)down((uintptr_t)b, L->page);
-      if (a >= b) {     /* only pages shared with live neighbours: nothing to give */
+      char *ha = r->dlo > r->start ? r->dlo : r->start;
+      char *hb = r->dhi < rend(r) ? r->dhi : rend(r);
+      char *a = (char *)up((uintptr_t)ha, L->page), *b = (char *)down((uintptr_t)hb, L->page);
+      if (a >= b) {     /* only pages shared with live neighbours: clear our bytes of them */
         fifo_remove(L, r);
         L->retained_bytes -= hull(r);
+        memset(ha, 0, (size_t)(hb - ha));
         r->dlo = r->dhi = NULL;
         continue;
       }
       free_detach(L, r);
-      r->dlo = r->dhi = NULL;
       r->state = REC_BUSY;
-      r->dlo = a; r->dhi = b;   /* what fork_child must assume is still backed */
+      r->dlo = ha; r->dhi = hb;   /* what fork_child must assume is still dirty */
       L->free_blocks++;
       L->free_bytes += r->size;
       busy_push(L, r);
@@ -559,7 +558,15 @@ static void decay_unlock(hpcmem_large_t *L, uint64_t now, int force) {
     if (!more) schedule(L, now);
     _hpcmem_unlock(&L->lock);
     if (!n) return;
-    for (int i = 0; i < n; i++) _hpcmem_prim_decommit(lo[i], (size_t)(hi[i] - lo[i]));
+    for (int i = 0; i < n; i++) {
+      /* whole pages go back to the OS; the parts of pages shared with live
+       * neighbours are cleared, so that a free block reads as zero outside
+       * its dirty hull (what _hpcmem_large_alloc_zeroed relies on) */
+      rec_t *r = batch[i];
+      _hpcmem_prim_decommit(lo[i], (size_t)(hi[i] - lo[i]));
+      memset(r->dlo, 0, (size_t)(lo[i] - r->dlo));
+      memset(hi[i], 0, (size_t)(r->dhi - hi[i]));
+    }
     _hpcmem_lock(&L->lock);
     for (int i = 0; i < n; i++) {
       rec_t *r = batch[i];
@@ -733,11 +740,9 @@ static inline size_t block_bytes(const hpcmem_large_t *L, size_t size) {
   return up(size ? size : 1, L->align);
 }
 
-void *_hpcmem_large_alloc(hpcmem_large_t *L, size_t size, size_t align) {
-  return _hpcmem_large_alloc_usable(L, size, align, NULL);
-}
-
-void *_hpcmem_large_alloc_usable(hpcmem_large_t *L, size_t size, size_t align, size_t *usable_out) {
+/* zero: clear what may be dirty of the block (outside the lock); nothing
+ * else needs it, since free memory reads as zero outside its dirty hull. */
+static void *large_alloc(hpcmem_large_t *L, size_t size, size_t align, size_t *usable_out, int zero) {
   if (align & (align - 1)) { errno = EINVAL; return NULL; }
   if (align < L->align) align = L->align;
   size_t kb = block_bytes(L, size);
@@ -761,7 +766,7 @@ void *_hpcmem_large_alloc_usable(hpcmem_large_t *L, size_t size, size_t align, s
   }
   size_t rem = r->size - lead - kb;
   if (rem > L->min_split && (piece = rec_new(L))) split_free(L, r, piece, 0, rem, &pos, stamp);
-  char *data = r->start + lead;
+  char *data = r->start + lead, *zlo = r->dlo, *zhi = r->dhi;
   r->state = REC_LIVE;
   r->dlo = r->dhi = NULL;
   r->data = data;
@@ -774,12 +779,29 @@ void *_hpcmem_large_alloc_usable(hpcmem_large_t *L, size_t size, size_t align, s
   L->alloc_count++;
   DEBUG_LOCAL(L, r);
   finish_unlock(L, now);
+  if (zero) {
+    if (zlo < data) zlo = data;
+    if (zhi > data + u) zhi = data + u;
+    if (zlo < zhi) memset(zlo, 0, (size_t)(zhi - zlo));
+  }
   if (usable_out) *usable_out = u;
   return data;
 nomem:
   _hpcmem_unlock(&L->lock);
   errno = ENOMEM;
   return NULL;
+}
+
+void *_hpcmem_large_alloc(hpcmem_large_t *L, size_t size, size_t align) {
+  return large_alloc(L, size, align, NULL, 0);
+}
+
+void *_hpcmem_large_alloc_usable(hpcmem_large_t *L, size_t size, size_t align, size_t *usable_out) {
+  return large_alloc(L, size, align, usable_out, 0);
+}
+
+void *_hpcmem_large_alloc_zeroed(hpcmem_large_t *L, size_t size, size_t align, size_t *usable_out) {
+  return large_alloc(L, size, align, usable_out, 1);
 }
 
 /* The live block whose data is p.  Only the tier's own tables are read, so

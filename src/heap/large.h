@@ -119,6 +119,10 @@ void _hpcmem_large_destroy(hpcmem_large_t *L);
 void *_hpcmem_large_alloc(hpcmem_large_t *L, size_t size, size_t align);
 /* The same, also storing the usable size (saves a second lock round trip). */
 void *_hpcmem_large_alloc_usable(hpcmem_large_t *L, size_t size, size_t align, size_t *usable);
+/* For calloc: all usable bytes read as zero.  Only what may have been
+ * written since the pages were fresh or given back is cleared, so a block
+ * from never-used or decayed memory costs no page touched at all. */
+void *_hpcmem_large_alloc_zeroed(hpcmem_large_t *L, size_t size, size_t align, size_t *usable);
 /* 0; -EINVAL when p is not the start of a live block of this tier (foreign,
  * interior, misaligned); -EALREADY for a double free that is still
  * recognisable.  Bad input changes nothing.  *size_out (may be NULL)

@@ -76,8 +76,18 @@ TEST(_hpcmem_large_alloc, ManyThreadsWithDecay) {
                      : kind < 8 ? rng() % (128 * KiB)
                      : 128 * KiB + rng() % (2 * MiB);
           size_t a = rng() % 16 ? 0 : (size_t)1 << (8 + rng() % 13);
-          Block b = {(char *)_hpcmem_large_alloc(&L, n, a), n, (uint8_t)rng()};
+          bool zeroed = rng() % 8 == 0;
+          Block b = {(char *)(zeroed ? _hpcmem_large_alloc_zeroed(&L, n, a, nullptr)
+                                     : _hpcmem_large_alloc(&L, n, a)),
+                     n, (uint8_t)rng()};
           if (!b.p || (a && (uintptr_t)b.p % a)) { failures++; continue; }
+          if (zeroed) {  // what stamp() will write must read as zero first
+            Block z = b;
+            z.seed = 0;
+            for (size_t i = 0; i < 32 && i < z.n; i++) if (z.p[i]) failures++;
+            for (size_t i = 32 * KiB; i + 32 < z.n; i += 32 * KiB) if (z.p[i]) failures++;
+            for (size_t i = z.n > 64 ? z.n - 32 : 32; i < z.n; i++) if (z.p[i]) failures++;
+          }
           stamp(b);
           mine.push_back(b);
         } else if (r < 80) {

@@ -547,6 +547,59 @@ TEST(_hpcmem_large_alloc_usable, ReportsUsableSize) {
   EXPECT_EQ(t.check(), 0);
 }
 
+namespace {
+bool all_zero(const char *p, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (p[i]) return false;
+  return true;
+}
+}  // namespace
+
+TEST(_hpcmem_large_alloc_zeroed, FreshMemoryIsNotTouched) {
+  Tier t;
+  size_t u = 0;
+  char *p = (char *)_hpcmem_large_alloc_zeroed(&t.L, 8 * MiB, 0, &u);
+  ASSERT_NE(p, nullptr);
+  EXPECT_GE(u, 8 * MiB);
+  EXPECT_EQ(resident(p, 8 * MiB), 0u);  // the allocator wrote nothing
+  EXPECT_TRUE(all_zero(p, u));
+  EXPECT_EQ(t.check(), 0);
+}
+
+TEST(_hpcmem_large_alloc_zeroed, ReusedDirtyMemoryIsCleared) {
+  Tier t;
+  char *a = t.alloc(4 * MiB + 1000), *b = t.alloc(2 * MiB), *g = t.alloc(256 * KiB);
+  memset(a, 0xab, _hpcmem_large_usable_size(&t.L, a));
+  memset(g, 0x11, 256 * KiB);
+  ASSERT_EQ(t.free(a), 0);
+  ASSERT_EQ(t.free(b), 0);  // merged with a: dirty in front, untouched behind
+  size_t u = 0;
+  char *z = (char *)_hpcmem_large_alloc_zeroed(&t.L, 5 * MiB, 0, &u);
+  ASSERT_EQ(z, a);
+  EXPECT_TRUE(all_zero(z, u));
+  for (size_t i = 0; i < 256 * KiB; i++) ASSERT_EQ(g[i], 0x11);
+  EXPECT_EQ(t.check(), 0);
+}
+
+TEST(_hpcmem_large_alloc_zeroed, DecayedMemoryNeedsNoClearing) {
+  Tier t;
+  char *g1 = t.alloc(256 * KiB + 300), *a = t.alloc(3 * MiB + 700), *g2 = t.alloc(256 * KiB);
+  size_t ua = _hpcmem_large_usable_size(&t.L, a);
+  memset(g1, 0x22, _hpcmem_large_usable_size(&t.L, g1));
+  memset(a, 0xab, ua);
+  memset(g2, 0x33, 256 * KiB);
+  ASSERT_EQ(t.free(a), 0);
+  _hpcmem_large_decay(&t.L, _hpcmem_prim_now_ns(), 1);
+  ASSERT_EQ(resident(a, ua), 0u);
+  char *z = (char *)_hpcmem_large_alloc_zeroed(&t.L, 3 * MiB + 700, 0, nullptr);
+  ASSERT_EQ(z, a);
+  EXPECT_EQ(resident(z, ua), 0u);  // the whole pages were not touched again
+  EXPECT_TRUE(all_zero(z, ua));    // and the parts of shared pages were cleared by decay
+  for (size_t i = 0; i < _hpcmem_large_usable_size(&t.L, g1); i++) ASSERT_EQ(g1[i], 0x22);
+  for (size_t i = 0; i < 256 * KiB; i++) ASSERT_EQ(g2[i], 0x33);
+  EXPECT_EQ(t.check(), 0);
+}
+
 TEST(_hpcmem_large_owns, AddressRange) {
   Tier t;
   char *p = t.alloc(1 * MiB);
@@ -934,8 +987,15 @@ void random_run(uint64_t decay_ns, size_t align, unsigned seed, int ops) {
     if (live.empty() || (r < 50 && live.size() < 300)) {
       size_t n = (rng() % 4 == 0) ? rng() % (128 * KiB) : 128 * KiB + rng() % (8 * MiB);
       size_t a = (rng() % 8 == 0) ? (size_t)1 << (4 + rng() % 17) : 0;
-      Live b = {t.alloc(n, a), n, (uint8_t)rng()};
+      bool zeroed = rng() % 4 == 0;
+      Live b = {zeroed ? (char *)_hpcmem_large_alloc_zeroed(&t.L, n, a, nullptr) : t.alloc(n, a), n,
+                (uint8_t)rng()};
       ASSERT_NE(b.p, nullptr) << "op " << op;
+      if (zeroed) {
+        bool z = true;
+        each_checked(b, [&](size_t i) { z = z && b.p[i] == 0; });
+        ASSERT_TRUE(z) << "op " << op;
+      }
       if (a) {
         ASSERT_EQ((uintptr_t)b.p % a, 0u);
       }
