@@ -198,7 +198,7 @@ int _hpcmem_mpi_start(void) {
   L.started = 1;
   /* the trace file learns the real rank and the job's common time origin */
   if (_hpcmem_trace_enabled)
-    _hpcmem_trace_set_rank(L.rank, L.size, (int64_t)s->origin_ns - (int64_t)hpcmem_start_ns());
+    _hpcmem_trace_set_rank(L.rank, L.size, -(int64_t)s->origin_ns);
   /* after PMPI_Init, so that Open MPI's own handlers are the ones we chain to */
   if (L.mode != HPCMEM_REPORT_OFF) _hpcmem_report_catch_signals();
   return 0;

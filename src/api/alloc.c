@@ -76,6 +76,11 @@ void _hpcmem_init(void) {
   pthread_key_create(&exit_key, thread_exit);
   __atomic_store_n(&_hpcmem_ready, 1, __ATOMIC_RELEASE);
   _hpcmem_unlock(&init_lock);
+  /* tracing starts with the first allocation, so that nothing is missed */
+  if (_hpcmem_opt(TRACE)) {
+    _hpcmem_trace_init();
+    if (_hpcmem_trace_enabled) _hpcmem_tcache_set_fast_mask(0);   /* every call past the recorder */
+  }
 }
 
 hpcmem_tcache_t *_hpcmem_thread_cache(void) {
@@ -102,15 +107,14 @@ static unsigned topo_group(int cpu) {
 __attribute__((constructor(101))) static void hpcmem_constructor(void) {
   if (!_hpcmem_ready) _hpcmem_init();
   pthread_atfork(fork_prepare, fork_parent, fork_child);
-  if (_hpcmem_topo_load(NULL) == 0 && _hpcmem_topo_group_count(0) > 0) {
+  if (_hpcmem_trace_enabled) _hpcmem_trace_lib_enter();   /* hwloc's allocations are ours: S */
+  int loaded = _hpcmem_topo_load(NULL) == 0 && _hpcmem_topo_group_count(0) > 0;
+  if (_hpcmem_trace_enabled) _hpcmem_trace_lib_leave();
+  if (loaded) {
     _hpcmem_cpu_to_group = topo_group;
     if (_hpcmem_tc != &_hpcmem_tcache_none) _hpcmem_tcache_rebind(_hpcmem_tc);
   }
   if (_hpcmem_opt(VERBOSE)) _hpcmem_topo_print(stderr);
-  if (_hpcmem_opt(TRACE)) {
-    _hpcmem_trace_init();
-    if (_hpcmem_trace_enabled) _hpcmem_tcache_set_fast_mask(0);   /* every call past the recorder */
-  }
 }
 
 /* ------------------------------------------------------------------ */
@@ -279,9 +283,11 @@ HPCMEM_NOINLINE static void free_slow(void *p) {
   hpcmem_tcache_t *t = _hpcmem_thread_cache();
   if (!t) return;
   uint64_t t0 = (t->n_free & 63) == 0 ? _hpcmem_prim_ticks() : 0;
-  int rc = free_any(t, p, "free");
+  /* recorded before the block is released: once it is, another thread may
+   * get the address back, and its malloc must come after this free */
+  if (HPCMEM_UNLIKELY(_hpcmem_trace_enabled) && !t->in_call) _hpcmem_trace_event(HPCMEM_EV_FREE, p, 0, NULL, 0);
+  free_any(t, p, "free");
   if (t0) t->alloc_ticks += (_hpcmem_prim_ticks() - t0) * 64;
-  if (HPCMEM_UNLIKELY(_hpcmem_trace_enabled) && rc == 0 && !t->in_call) _hpcmem_trace_event(HPCMEM_EV_FREE, p, 0, NULL, 0);
   if (HPCMEM_UNLIKELY(check_always)) periodic_check();
 }
 
