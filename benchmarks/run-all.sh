@@ -60,7 +60,7 @@ note() { echo "run-all.sh: $*" >&2; }
   echo "# libhpcmem benchmark results"
   echo
   echo "Made by \`benchmarks/run-all.sh $(basename "$out") --$level\` on $(date -u '+%Y-%m-%d %H:%M UTC')"
-  rev=$(git -C "$src" rev-parse --short HEAD 2>/dev/null) && echo "at commit $rev."
+  rev=$(git -C "$src" describe --always --dirty 2>/dev/null) && echo "at commit $rev (\"-dirty\": the working tree had changes)."
   echo
   echo "## Machine"
   echo
