@@ -31,7 +31,7 @@ else
 fi
 
 if grep -q 'same alignments for every thread count: yes' "$dir/run.log" \
-   && [ "$(grep -c '^#result bwamem t.fq [^ ]* [123] [0-9.]* [0-9.]*$' "$dir/run.log")" -eq 3 ]; then
+   && [ "$(grep -c '^#result bwamem t.fq [^ ]* [123] [0-9.]* [0-9.]* [0-9.]*$' "$dir/run.log")" -eq 3 ]; then
   ok threads_give_the_same_alignments
 else
   bad threads_give_the_same_alignments "$(grep -E 'error|#result' "$dir/run.log" | head -3 | tr '\n' ' ')"

@@ -15,8 +15,8 @@
 #   --builddir DIR build directory (default: $top_builddir, the current directory)
 #
 # Writes OUTDIR/bwamem.md (tables), OUTDIR/bwamem.csv
-# (size,allocator,threads,reads_per_s,seconds: the best round), OUTDIR/raw.csv
-# (every round), OUTDIR/*.svg (Figures 5 and 6 of the paper, redrawn from this
+# (size,allocator,threads,reads_per_s,seconds,reads_per_cpu_s: the best rounds),
+# OUTDIR/raw.csv (size,allocator,threads,reads_per_s,seconds,cpu_s,round), OUTDIR/*.svg (Figures 5 and 6 of the paper, redrawn from this
 # run) and OUTDIR/logs/.
 set -u
 usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-64}"; }
@@ -87,7 +87,7 @@ while [ $rep -le $reps ]; do
          "$builddir/benchmarks/bwamem/bwamem" -t "$threads" --name="$size" --label="$name" \
          "$data.fa" "$data.fq") < /dev/null > "$log" 2>&1
       rc=$?
-      awk -v r="$rep" '$1 == "#result" && $2 == "bwamem" { printf "%s,%s,%s,%s,%s,%s\n", $3, $4, $5, $6, $7, r }' \
+      awk -v r="$rep" '$1 == "#result" && $2 == "bwamem" { printf "%s,%s,%s,%s,%s,%s,%s\n", $3, $4, $5, $6, $7, $8, r }' \
         "$log" >> "$out/raw.csv"
       v=$(grep '^validation:' "$log" | cut -d: -f2 | cut -d' ' -f2)
       echo "$size $name run $rep: rc=$rc validation=${v:-none} $(awk '$1 == "#result" { printf "%s:%.0f ", $5, $6 }' "$log")"
@@ -96,13 +96,33 @@ while [ $rep -le $reps ]; do
   done
   rep=$((rep + 1))
 done
-# best of the repetitions: size,allocator,threads,reads_per_s,seconds
+# best of the rounds: size,allocator,threads,reads_per_s,seconds (fastest
+# round), reads_per_cpu_s (least CPU time, user + system, of any round)
 awk -F, '{ k = $1 "," $2 "," $3; if (!(k in best)) order[++n] = k
-           if (!(k in best) || $4 > best[k]) { best[k] = $4; secs[k] = $5 } }
-         END { for (i = 1; i <= n; i++) print order[i] "," best[order[i]] "," secs[order[i]] }' \
+           if (!(k in best) || $4 > best[k]) { best[k] = $4; secs[k] = $5 }
+           pc = $6 > 0 ? $4 * $5 / $6 : 0; if (pc > percpu[k]) percpu[k] = pc }
+         END { for (i = 1; i <= n; i++) { k = order[i]; printf "%s,%s,%s,%.1f\n", k, best[k], secs[k], percpu[k] } }' \
   "$out/raw.csv" > "$out/bwamem.csv"
 
 # ------------------------------------------------------------------ report
+# table SIZE COLUMN TITLE: threads down, allocators across, the best in bold
+table() {
+  awk -F, -v size="$1" -v col="$2" -v title="$3" '
+    $1 == size { if (!(($2) in seen)) { seen[$2] = 1; order[++na] = $2 }
+                 if (!(($3) in tseen)) { tseen[$3] = 1; th[++nt] = $3 }
+                 v[$2, $3] = $col }
+    END {
+      if (na == 0) { print "(no results)"; exit }
+      printf "%s\n\n| threads |", title; for (a = 1; a <= na; a++) printf " %s |", order[a]; printf "\n"
+      printf "|---:|"; for (a = 1; a <= na; a++) printf "---:|"; printf "\n"
+      for (t = 1; t <= nt; t++) {
+        best = 0; for (a = 1; a <= na; a++) if (v[order[a], th[t]] > best) best = v[order[a], th[t]]
+        printf "| %s |", th[t]
+        for (a = 1; a <= na; a++) printf (v[order[a], th[t]] == best ? " **%.0f** |" : " %.0f |"), v[order[a], th[t]]
+        printf "\n"
+      }
+    }' "$out/bwamem.csv"
+}
 {
   echo "## BWA-MEM kernel: reads/s per allocator and thread count"
   echo
@@ -123,24 +143,9 @@ awk -F, '{ k = $1 "," $2 "," $3; if (!(k in best)) order[++n] = k
     echo
     echo "### $size ($(grep -c '^+$' "$out/data/$size-$level.fq" 2>/dev/null) reads)"
     echo
-    awk -F, -v size="$size" '
-      $1 == size { if (!(($2) in seen)) { seen[$2] = 1; order[++na] = $2 }
-                   if (!(($3) in tseen)) { tseen[$3] = 1; th[++nt] = $3 }
-                   rate[$2, $3] = $4 }
-      END {
-        if (na == 0) { print "(no results)"; exit }
-        printf "| threads |"; for (a = 1; a <= na; a++) printf " %s |", order[a]; printf "\n"
-        printf "|---:|"; for (a = 1; a <= na; a++) printf "---:|"; printf "\n"
-        for (t = 1; t <= nt; t++) {
-          best = 0; for (a = 1; a <= na; a++) if (rate[order[a], th[t]] > best) best = rate[order[a], th[t]]
-          printf "| %s |", th[t]
-          for (a = 1; a <= na; a++) {
-            v = rate[order[a], th[t]]
-            printf (v == best ? " **%.0f** |" : " %.0f |"), v
-          }
-          printf "\n"
-        }
-      }' "$out/bwamem.csv"
+    table "$size" 4 "Reads per second (wall clock):"
+    echo
+    table "$size" 6 "Reads per CPU second (user + system time: the work done, whatever else the machine runs):"
     echo
     echo "![reads/s, $size]($size-threads.svg)"
   done
