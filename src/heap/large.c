@@ -1,16 +1,18 @@
 /* Large-block tier (SWAlloc).  See large.h for the layout and
  * docs/large-tier.md for the reasoning and the measurements.
  *
- * Invariants (checked by _hpcmem_large_check):
- *  - blocks tile [lo, top) in address order; every block start and size is
- *    a multiple of the configured alignment A0, so data that needs only A0
- *    alignment never needs padding;
+ * Invariants (checked by _hpcmem_large_check, except the last):
+ *  - blocks tile each arena's [lo, top) in address order; every block start
+ *    and size is a multiple of the configured alignment A0, so data that
+ *    needs only A0 alignment never needs padding;
  *  - no two FREE blocks are adjacent (BUSY ones, being decayed outside the
  *    lock, are the exception: they rejoin their neighbours afterwards);
- *  - every FREE block is in the tree; a FREE block is in the decay FIFO iff
- *    its dirty hull [dlo, dhi) is non-empty, and the FIFO is sorted by stamp;
+ *  - every FREE block is in its arena's tree for its size class; a FREE
+ *    block is in the decay FIFO iff its dirty hull [dlo, dhi) is non-empty,
+ *    and the FIFO is sorted by stamp;
  *  - every LIVE block's data pointer is in the hash table, mapped to its
- *    record, and nothing else is. */
+ *    record, and nothing else is;
+ *  - a FREE block reads as zero outside its dirty hull. */
 #include "config.h"
 #include "heap/large.h"
 #include "prim/prim.h"
@@ -48,7 +50,7 @@ struct hpcmem_large_rec {
   char *data;                       /* LIVE: the pointer handed out */
   uint64_t stamp;                   /* FREE and dirty: when it became so */
   hpcmem_large_rec_t *dprev, *dnext;  /* decay FIFO (FREE) or busy list (BUSY) */
-  char *dlo, *dhi;                  /* pages in here may still be backed */
+  char *dlo, *dhi;                  /* dirty hull: may be backed and non-zero */
   uint64_t spare_[2];
 } __attribute__((aligned(64)));
 
