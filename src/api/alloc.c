@@ -159,7 +159,7 @@ static inline unsigned class_for(size_t n, size_t align) {
 }
 
 /* Everything that is not a thread-cache hit.  align is a power of two (0/16: natural). */
-static void *alloc_slow(hpcmem_tcache_t *t, size_t n, size_t align) {
+static void *alloc_slow(hpcmem_tcache_t *t, size_t n, size_t align, int zeroed) {
   void *p;
   size_t usable;
   if (n > (size_t)PTRDIFF_MAX) { errno = ENOMEM; return NULL; }   /* as glibc */
@@ -170,15 +170,17 @@ static void *alloc_slow(hpcmem_tcache_t *t, size_t n, size_t align) {
     if (p) { b->head = *(void **)p; b->count--; }
     else if (!(p = _hpcmem_tcache_refill(t, cls))) { errno = ENOMEM; return NULL; }
     usable = _hpcmem_class_size[cls];
+    ((uint64_t *)p)[1] = 0;                        /* not a cached object any more */
   } else if (n < _hpcmem_large_threshold) {
     if (!(p = _hpcmem_heap_run_alloc(t->heap, n, align))) { errno = ENOMEM; return NULL; }
     usable = _hpcmem_span_of(p)->run_size;
   } else {
-    if (!(p = _hpcmem_large_alloc(&_hpcmem_large, n, align))) { errno = ENOMEM; return NULL; }
-    usable = _hpcmem_large_usable_size(&_hpcmem_large, p);
+    /* nothing is written into a large block: an untouched block costs no page */
+    p = zeroed ? _hpcmem_large_alloc_zeroed(&_hpcmem_large, n, align, &usable)
+               : _hpcmem_large_alloc_usable(&_hpcmem_large, n, align, &usable);
+    if (!p) { errno = ENOMEM; return NULL; }
     t->st.large_alloc_count++;
   }
-  if (usable >= 16) ((uint64_t *)p)[1] = 0;
   t->n_alloc++;
   t->b_alloc += usable;
   if (n > t->st.largest_alloc) t->st.largest_alloc = n;
@@ -199,7 +201,7 @@ HPCMEM_NOINLINE static void *malloc_slow(size_t n, size_t align, int kind) {
   hpcmem_tcache_t *t = _hpcmem_thread_cache();
   if (!t) { errno = ENOMEM; return NULL; }
   uint64_t t0 = (t->n_alloc & 63) == 0 ? _hpcmem_prim_ticks() : 0;
-  void *p = alloc_slow(t, n, align);
+  void *p = alloc_slow(t, n, align, kind == HPCMEM_EV_CALLOC);
   if (t0) t->alloc_ticks += (_hpcmem_prim_ticks() - t0) * 64;
   if (HPCMEM_UNLIKELY(_hpcmem_trace_enabled) && p && !t->in_call) _hpcmem_trace_event(kind, p, n, NULL, align);
   if (HPCMEM_UNLIKELY(check_always)) periodic_check();
@@ -338,9 +340,11 @@ EXPORT void cfree(void *p) { free(p); }
 EXPORT void *calloc(size_t count, size_t size) {
   size_t n;
   if (__builtin_mul_overflow(count, size, &n)) { errno = ENOMEM; return NULL; }
+  /* large blocks come back zeroed from the large tier, which clears only
+   * what may have been written: fresh or decayed pages are zero already */
   void *p;
-  if (HPCMEM_UNLIKELY(_hpcmem_trace_enabled)) p = malloc_slow(n, 0, HPCMEM_EV_CALLOC);
-  else p = malloc(n);
+  if (n >= _hpcmem_large_threshold) return malloc_slow(n, 0, HPCMEM_EV_CALLOC);
+  p = HPCMEM_UNLIKELY(_hpcmem_trace_enabled) ? malloc_slow(n, 0, HPCMEM_EV_CALLOC) : malloc(n);
   if (p) memset(p, 0, n);
   return p;
 }
