@@ -34,7 +34,7 @@ AC_DEFUN([HPCMEM_DEP], [
       AS_CASE([$with_$1], [auto], [],
         [required], [AC_MSG_ERROR([$2 was not found (header $4, library -l$5). It is required: $8
 On Debian 12: apt-get install $9])],
-        [AC_MSG_ERROR([--with-$1 was given but $2 was not found (header $4, library -l$5).
+        [AC_MSG_ERROR([--with-$1 (or --enable-$1) was given but $2 was not found (header $4, library -l$5).
 On Debian 12: apt-get install $9])])])
   ])
   AS_IF([test $hpcmem_have_$1 = yes], [AC_DEFINE([HAVE_]UP, [1], [Define to 1 if $2 is available.])])
