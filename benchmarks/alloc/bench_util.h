@@ -16,6 +16,7 @@
 #endif
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -23,6 +24,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #define BENCH_PAGE 4096u
 
@@ -83,17 +85,24 @@ static inline long bench_peak_rss_kib(void)
 }
 
 /* Resident set now (not the peak): what the allocator and the libraries it
- * pulls in cost before the benchmark does anything. */
+ * pulls in cost before the benchmark does anything.  Plain read(), not stdio:
+ * a FILE and its buffer would come from malloc and warm size classes that the
+ * size sweep wants to find cold. */
 static inline long bench_current_rss_kib(void)
 {
-    long pages_total = 0, pages_res = -1;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f == NULL)
+    char buf[128];
+    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
         return -1;
-    if (fscanf(f, "%ld %ld", &pages_total, &pages_res) != 2)
-        pages_res = -1;
-    fclose(f);
-    return pages_res < 0 ? -1 : pages_res * (long)(BENCH_PAGE / 1024);
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    char *p = strchr(buf, ' ');
+    if (p == NULL)
+        return -1;
+    return strtol(p + 1, NULL, 10) * (long)(BENCH_PAGE / 1024);
 }
 
 __attribute__((noreturn, format(printf, 1, 2)))
@@ -107,8 +116,10 @@ static void bench_fail(const char *fmt, ...)
     va_end(ap);
     fputc('\n', stderr);
     printf("validate,failed\n");
-    fflush(stdout);
-    exit(2);
+    fflush(NULL);
+    /* _exit: other threads may still be inside malloc; exit handlers (an
+     * allocator's report, say) must not run under them */
+    _exit(2);
 }
 
 __attribute__((noreturn, format(printf, 1, 2)))
@@ -152,9 +163,14 @@ static inline uint64_t bench_parse_count(const char *opt, const char *s)
 }
 
 /* Which object really serves malloc: lets run.sh prove that LD_PRELOAD took
- * effect instead of silently measuring the C library twice. */
+ * effect instead of silently measuring the C library twice.  Must be the
+ * program's first output. */
 static inline void bench_print_allocator(void)
 {
+    /* stdout's buffer would be the process's first 4 KiB malloc and leave
+     * that size class warm for the size sweep: give stdio a static one */
+    static char outbuf[1 << 16];
+    setvbuf(stdout, outbuf, _IOFBF, sizeof outbuf);
     Dl_info info;
     void *sym = dlsym(RTLD_DEFAULT, "malloc");
     if (sym != NULL && dladdr(sym, &info) != 0 && info.dli_fname != NULL)
