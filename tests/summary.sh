@@ -8,7 +8,7 @@
 # Usage: tests/summary.sh BUILD-DIR   -> exit 1 when anything failed
 dir=${1:-.}
 passed=0; failed=0; skipped=0
-for trs in $(find "$dir/tests" -name '*.trs' | sort); do
+for trs in $(find "$dir" -name '*.trs' -not -path '*/.libs/*' | sort); do
   log="${trs%.trs}.log"
   p=$(grep -c '^\[       OK \]' "$log" 2>/dev/null); p=${p:-0}
   f=$(grep -cE '^\[  FAILED  \] [A-Za-z_0-9/.]+[ :(]' "$log" 2>/dev/null); f=${f:-0}
