@@ -43,15 +43,20 @@ static void timeline_thin(void) {
   timeline_step_shift++;
 }
 
-/* A sample when the total moved by a step since the last one; a new peak
- * always gets a sample, replacing the previous sample when that was the
- * peak too, so a climb costs one slot and the maximum is always present. */
-static void timeline_add(uint64_t t, int64_t bytes, int new_peak) {
+/* The timeline takes a sample when the total moved by a step since the last
+ * one; a new peak always gets a sample, replacing the previous sample when
+ * that was the peak too, so a climb costs one slot and the maximum is always
+ * present.  timeline_wants: has the total moved by a step? */
+static int timeline_wants(int64_t bytes) {
   int64_t step = peak >> 6;
   if (step < ((int64_t)1 << 20)) step = (int64_t)1 << 20;
   step <<= timeline_step_shift;
   int64_t d = bytes - timeline_last;
-  if (!new_peak && d < step && d > -step) return;
+  return d >= step || d <= -step;
+}
+
+/* Add a sample (a new peak, or a step: the caller asked timeline_wants). */
+static void timeline_add(uint64_t t, int64_t bytes, int new_peak) {
   _hpcmem_lock(&timeline_lock);
   if (new_peak && last_was_peak && timeline_n) timeline_n--;
   else if (timeline_n == TIMELINE_MAX) timeline_thin();
@@ -73,9 +78,15 @@ void _hpcmem_stats_publish(hpcmem_tcache_t *t) {
   while (now > old) {
     if (__atomic_compare_exchange_n(&peak, &old, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) { new_peak = 1; break; }
   }
-  uint64_t ts = _hpcmem_prim_now_ns();
-  if (new_peak) __atomic_store_n(&peak_time, ts, __ATOMIC_RELAXED);
-  timeline_add(ts, now, new_peak);
+  /* the clock only when the peak moved or the timeline takes a sample:
+   * every large block publishes, and the clock is not cheap on every machine */
+  if (new_peak) {
+    uint64_t ts = _hpcmem_prim_now_ns();
+    __atomic_store_n(&peak_time, ts, __ATOMIC_RELAXED);
+    timeline_add(ts, now, 1);
+  } else if (timeline_wants(now)) {
+    timeline_add(_hpcmem_prim_now_ns(), now, 0);
+  }
 }
 
 EXPORT int hpcmem_stats(hpcmem_stats_t *out) {
