@@ -59,36 +59,20 @@ mkdir -p "$out/logs" "$out/work" || exit 1
 out=$(cd "$out" && pwd)
 
 # ---------------------------------------------------------------- allocators
-libdir=/usr/lib/x86_64-linux-gnu
-ldcache() { /sbin/ldconfig -p 2>/dev/null | awk -v n="$1" '$1 == n { print $NF; exit }'; }
-first_file() { for f in "$@"; do [ -n "$f" ] && [ -f "$f" ] && { echo "$f"; return; }; done; }
-
-je=$(first_file "${JEMALLOC_LIB:-}" "$libdir/libjemalloc.so.2" "$(ldcache libjemalloc.so.2)")
-tc=$(first_file "${TCMALLOC_LIB:-}" "$libdir/libtcmalloc_minimal.so.4" "$(ldcache libtcmalloc_minimal.so.4)")
-mi=$(first_file "${MIMALLOC_LIB:-}" \
-     "$(dpkg -L libmimalloc2.0 2>/dev/null | grep -E '/libmimalloc\.so\.2$' | head -1)" \
-     "$(ldcache libmimalloc.so.2)")
-hp=${LIBHPCMEM:-${HPCMEM_LIB:-$builddir/.libs/libhpcmem.so}}
-unset HPCMEM_LIB
-
+# the peers and libhpcmem as every runner finds them (benchmarks/common/allocators.sh);
+# "glibc" there is "system" here
+. "$here/../common/allocators.sh"
 all_allocs="system jemalloc tcmalloc mimalloc libhpcmem"
 : > "$out/allocators.csv"
-for a in $all_allocs; do
-  case $a in
-    system) lib=""; st=ok ;;
-    jemalloc) lib=$je; st=ok; [ -n "$lib" ] || st="not installed" ;;
-    tcmalloc) lib=$tc; st=ok; [ -n "$lib" ] || st="not installed" ;;
-    mimalloc) lib=$mi; st=ok; [ -n "$lib" ] || st="not installed" ;;
-    libhpcmem)
-      lib=$hp; st=ok
-      if [ ! -f "$lib" ]; then st="not built"
-      elif ! nm -D --defined-only "$lib" 2>/dev/null | awk '$3 == "malloc" { f = 1 } END { exit !f }'
-      then st="not built (exports no malloc)"; fi ;;
-  esac
+bench_allocators "$builddir" > "$out/allocators.found"
+unset HPCMEM_LIB
+while IFS='|' read -r a lib st; do
+  [ "$a" = glibc ] && a=system
   if [ -n "$allocs_sel" ] && ! echo ",$allocs_sel," | grep -q ",$a,"; then st="not selected"; fi
   eval "lib_$a=\$lib; state_$a=\$st"
   echo "$a,$st,$lib" >> "$out/allocators.csv"
-done
+done < "$out/allocators.found"
+rm -f "$out/allocators.found"
 
 # ---------------------------------------------------------------- plan
 # one line per run: bench case param args   (param "*" = the run covers many)

@@ -3,8 +3,9 @@
 #   bench_allocators BUILDDIR     prints "name|library|status" per allocator
 # status is "ok" or why the allocator cannot run (not installed, not built).
 # The same binary runs under each one through LD_PRELOAD; "glibc" has none.
-# Environment: JEMALLOC_LIB, TCMALLOC_LIB, MIMALLOC_LIB, HPCMEM_LIB override
-# where the libraries are looked for.
+# Environment: JEMALLOC_LIB, TCMALLOC_LIB, MIMALLOC_LIB, LIBHPCMEM override
+# where the libraries are looked for (HPCMEM_LIB is accepted for LIBHPCMEM, but
+# callers should unset it: libhpcmem warns about HPCMEM_* names it does not know).
 
 bench_ldcache() { /sbin/ldconfig -p 2>/dev/null | awk -v n="$1" '$1 == n { print $NF; exit }'; }
 bench_first_file() {
@@ -20,7 +21,7 @@ bench_allocators() {
   _mi=$(bench_first_file "${MIMALLOC_LIB:-}" \
         "$(dpkg -L libmimalloc2.0 2>/dev/null | grep -E '/libmimalloc\.so\.2(\.[0-9]+)?$' | head -1)" \
         "$(bench_ldcache libmimalloc.so.2)")
-  _hp=${HPCMEM_LIB:-$1/.libs/libhpcmem.so}
+  _hp=${LIBHPCMEM:-${HPCMEM_LIB:-$1/.libs/libhpcmem.so}}
   printf 'glibc||ok\n'
   for _a in jemalloc tcmalloc mimalloc; do
     case $_a in jemalloc) _l=$_je ;; tcmalloc) _l=$_tc ;; mimalloc) _l=$_mi ;; esac
