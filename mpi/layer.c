@@ -196,6 +196,7 @@ int _hpcmem_mpi_start(void) {
   _hpcmem_job.size = L.size;
   s->mpi_started = 1;
   L.started = 1;
+  _hpcmem_place_share_start();   /* node-wide placement accounting (place_share.c) */
   /* the trace file learns the real rank and the job's common time origin */
   if (_hpcmem_trace_enabled)
     _hpcmem_trace_set_rank(L.rank, L.size, -(int64_t)s->origin_ns);
@@ -331,5 +332,6 @@ void _hpcmem_mpi_finish(void) {
     if (rc == MPI_SUCCESS) rc = gather_and_emit(&w);
     if (rc != MPI_SUCCESS) _hpcmem_warn("memory report failed (MPI error %d)", rc);
   }
+  _hpcmem_place_share_stop();   /* collective on the node communicator: before free_all */
   free_all();
 }

@@ -21,4 +21,13 @@ void _hpcmem_mpi_finish(void);
  * node-wide shared segment; MPI_COMM_NULL before _hpcmem_mpi_start(). */
 MPI_Comm _hpcmem_mpi_node_comm(void);
 
+/* Node-wide placement accounting (place_share.c): the ranks of a node share
+ * the bytes each has placed per NUMA node through a shared-memory window on
+ * the node communicator, so placement decisions see what the node really
+ * has free.  start: after the layer has started (collective over the node;
+ * 0 or -errno, the ranks then stay on their own view); stop: before the
+ * communicators are freed (collective, idempotent). */
+int _hpcmem_place_share_start(void);
+void _hpcmem_place_share_stop(void);
+
 #endif

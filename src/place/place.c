@@ -40,7 +40,7 @@ static uint64_t limit[HPCMEM_MEM_KINDS_];
 static uint64_t next_id;
 static int epoch;
 static hpcmem_place_stats_t stats;
-static hpcmem_place_usage_fn usage_hook;
+static hpcmem_place_share_t share;        /* node-wide accounting (MPI layer); zeros: alone */
 
 static uint64_t page_size(void) { return (uint64_t)_hpcmem_prim_page_size(); }
 
@@ -136,8 +136,19 @@ static void node_caps(uint64_t *cap) {
 
 static void node_others(uint64_t *others) {
   memset(others, 0, sizeof(uint64_t) * HPCMEM_PLACE_NODES);
-  if (usage_hook && usage_hook(others, HPCMEM_PLACE_NODES) != 0)
+  if (share.others && share.others(others, HPCMEM_PLACE_NODES) != 0)
     memset(others, 0, sizeof(uint64_t) * HPCMEM_PLACE_NODES);
+}
+
+/* One decision at a time on the node: what the others hold cannot change
+ * between reading it and publishing what this decision took.  Called with
+ * the placement lock held (so one thread per process waits here at most). */
+static int node_lock(void) { return share.lock && share.lock() == 0; }
+static void node_unlock(int held) {
+  if (held && share.unlock) share.unlock();
+}
+static void publish(void) {
+  if (share.publish) share.publish(used, HPCMEM_PLACE_NODES);
 }
 
 static void node_free(uint64_t *fr) {
@@ -153,6 +164,14 @@ static void node_free(uint64_t *fr) {
 static void charge(const hpcmem_place_req_t *r, int sign) {
   for (int n = 0; n < HPCMEM_PLACE_NODES; n++)
     used[n] = sign > 0 ? used[n] + r->charged[n] : (used[n] > r->charged[n] ? used[n] - r->charged[n] : 0);
+}
+
+/* A decision the kernel refused in MISMATCH_ERROR mode holds no memory:
+ * give its bytes back and forget them, so a later free or recommit does
+ * not give them back twice. */
+static void uncharge_refused(hpcmem_place_req_t *r) {
+  charge(r, -1);
+  memset(r->charged, 0, sizeof r->charged);
 }
 
 /* Bytes of [p, p+len) that already have pages (they must move when bound). */
@@ -282,8 +301,16 @@ void *_hpcmem_place_alloc(size_t size, const hpcmem_place_attr_t *attr, int *err
   if (attr->mapping == HPCMEM_MAP_IMMEDIATE) {
     uint64_t fr[HPCMEM_PLACE_NODES];
     hpcmem_place_req_t *one = &rec->req;
+    /* decide and publish under the node lock; bind (page moves) outside it */
+    int held = node_lock();
     node_free(fr);
-    if (_hpcmem_place_decide(&one, 1, fr, scratch, page) > 0) {
+    int failed = _hpcmem_place_decide(&one, 1, fr, scratch, page) > 0;
+    if (!failed) {
+      charge(&rec->req, +1);
+      publish();
+    }
+    node_unlock(held);
+    if (failed) {
       _hpcmem_unlock(&lock);
       _hpcmem_prim_release(base, req.size);
       *err = ENOMEM;
@@ -291,13 +318,14 @@ void *_hpcmem_place_alloc(size_t size, const hpcmem_place_attr_t *attr, int *err
     }
     rc = bind_rec(rec);
     if (rc && rec->req.mismatch == HPCMEM_MISMATCH_ERROR) {
+      uncharge_refused(&rec->req);
+      publish();
       _hpcmem_unlock(&lock);
       _hpcmem_prim_release(base, req.size);
       *err = ENODEV;
       return NULL;
     }
     rec->state = rc ? HPCMEM_PLACE_UNBOUND : HPCMEM_PLACE_BOUND;
-    charge(&rec->req, +1);
   } else {
     stats.pending++;
   }
@@ -322,8 +350,12 @@ int _hpcmem_place_free(void *p) {
   _hpcmem_lock(&lock);
   rec_t *rec = find(p, 1);
   if (!rec || rec->base != p) { _hpcmem_unlock(&lock); return -EINVAL; }
-  if (rec->state == HPCMEM_PLACE_PENDING) stats.pending--;
-  else charge(&rec->req, -1);
+  if (rec->state == HPCMEM_PLACE_PENDING) {
+    stats.pending--;
+  } else {
+    charge(&rec->req, -1);
+    publish();   /* giving back needs no node lock: the others only see more free */
+  }
   rec->used = 0;
   stats.frees++;
   uint64_t size = rec->req.size;
@@ -346,12 +378,18 @@ int _hpcmem_place_commit(int flags) {
     reqs[n++] = &r->req;
   }
   if (n == 0) { _hpcmem_unlock(&lock); return -ENODATA; }
-  for (int i = 0; i < n; i++)   /* decided again: give back what they held */
+  /* decide, charge and publish under the node lock; bind outside it */
+  int held = node_lock();
+  for (int i = 0; i < n; i++)   /* decided again: give back what they held (FAILED holds nothing) */
     if (recs[i]->state != HPCMEM_PLACE_PENDING && recs[i]->state != HPCMEM_PLACE_FAILED) charge(&recs[i]->req, -1);
   uint64_t fr[HPCMEM_PLACE_NODES];
   node_free(fr);
   _hpcmem_place_decide(reqs, n, fr, scratch, page);
-  int ret = 0;
+  for (int i = 0; i < n; i++)
+    if (!recs[i]->req.failed) charge(&recs[i]->req, +1);
+  publish();
+  node_unlock(held);
+  int ret = 0, refused = 0;
   for (int i = 0; i < n; i++) {
     rec_t *r = recs[i];
     if (r->state == HPCMEM_PLACE_PENDING) stats.pending--;
@@ -363,14 +401,16 @@ int _hpcmem_place_commit(int flags) {
       continue;
     }
     int rc = bind_rec(r);
-    charge(&r->req, +1);
     if (rc && r->req.mismatch == HPCMEM_MISMATCH_ERROR) {
+      uncharge_refused(&r->req);
+      refused = 1;
       r->state = HPCMEM_PLACE_FAILED;
       if (!ret || ret == -ENOMEM) ret = -ENODEV;
     } else {
       r->state = rc ? HPCMEM_PLACE_UNBOUND : HPCMEM_PLACE_BOUND;
     }
   }
+  if (refused) publish();
   epoch++;
   stats.commits++;
   stats.commit_ns += _hpcmem_prim_now_ns() - t0;
@@ -462,8 +502,17 @@ void _hpcmem_place_get_stats(hpcmem_place_stats_t *out) {
   _hpcmem_unlock(&lock);
 }
 
+void _hpcmem_place_set_share(const hpcmem_place_share_t *s) {
+  _hpcmem_lock(&lock);
+  if (s) share = *s;
+  else memset(&share, 0, sizeof share);
+  publish();   /* what this process placed before the node could see it */
+  _hpcmem_unlock(&lock);
+}
+
 void _hpcmem_place_set_usage_hook(hpcmem_place_usage_fn fn) {
-  __atomic_store_n(&usage_hook, fn, __ATOMIC_RELEASE);
+  hpcmem_place_share_t s = {fn, NULL, NULL, NULL};
+  _hpcmem_place_set_share(fn ? &s : NULL);
 }
 
 void _hpcmem_place_local_usage(uint64_t *per_node, int nnodes) {
@@ -480,6 +529,7 @@ void _hpcmem_place_reset(void) {
       table[i].used = 0;
     }
   memset(used, 0, sizeof used);
+  publish();
   memset(limit, 0, sizeof limit);
   memset(&stats, 0, sizeof stats);
   epoch = 0;

@@ -63,10 +63,27 @@ long _hpcmem_place_piece_count(const hpcmem_place_req_t *r, uint64_t page);
 /* Distinct nodes of a request's targets, in target order; returns the count. */
 int _hpcmem_place_node_list(const hpcmem_place_req_t *r, int *nodes, int *cls);
 
-/* MPI layer hook: fills the bytes the OTHER ranks of this node have placed
- * on each node (index = OS index, HPCMEM_PLACE_NODES entries); 0 or -errno.
- * NULL (the default): this process is alone. */
+/* Node-wide accounting (mpi/place_share.c): the ranks of a node share what
+ * they placed, so one rank's decision sees the capacity the others took.
+ *   others   fill the bytes the OTHER ranks of this node have placed on each
+ *            node (index = OS index, nnodes entries); 0, or -errno: alone
+ *   publish  this process's placed bytes per node, after every change
+ *   lock     node-wide lock around one decision and its publish; 0 when
+ *            held, -errno when not (the decision goes ahead unlocked)
+ *   unlock   after a successful lock
+ * Any member may be NULL.  They are called with the placement lock held,
+ * from any thread and at any time malloc may run: no MPI, no allocation.
+ * Installing (or removing, NULL) waits for calls in progress and publishes
+ * the current usage through the new table. */
 typedef int (*hpcmem_place_usage_fn)(uint64_t *others_per_node, int nnodes);
+typedef struct hpcmem_place_share {
+  hpcmem_place_usage_fn others;
+  void (*publish)(const uint64_t *mine_per_node, int nnodes);
+  int (*lock)(void);
+  void (*unlock)(void);
+} hpcmem_place_share_t;
+void _hpcmem_place_set_share(const hpcmem_place_share_t *s);
+/* The same with `others` only (tests). */
 void _hpcmem_place_set_usage_hook(hpcmem_place_usage_fn fn);
 /* This process's placed bytes per node (what the MPI layer shares). */
 void _hpcmem_place_local_usage(uint64_t *per_node, int nnodes);
