@@ -5,7 +5,9 @@
  * Linking with -lhpcmem (or LD_PRELOAD=libhpcmem.so) replaces the whole
  * malloc family; nothing in this header is needed for that.  The functions
  * here are for programs that want to ask the allocator something: its
- * version, its settings, its statistics.
+ * version, its settings, its statistics; or choose where memory goes:
+ * segments (hpcmem_seg.h), placement (hpcmem_place.h), contiguous regions
+ * (hpcmem_contig.h).
  *
  * Conventions: functions return 0 or a negative errno-style code;
  * allocation functions return NULL with errno set, as the C library does.
@@ -19,6 +21,7 @@
 #include "hpcmem_stats_fields.h"
 #include "hpcmem_contig.h"
 #include "hpcmem_place.h"
+#include "hpcmem_seg.h"
 
 #ifdef __cplusplus
 extern "C" {

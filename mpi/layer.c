@@ -15,6 +15,7 @@
 #include "trace/trace.h"
 #include "hpcmem_trace_format.h"
 #include "report.h"
+#include "segment/segment.h"
 #include "util/job.h"
 #include "util/log.h"
 #include "util/options.h"
@@ -172,6 +173,7 @@ int _hpcmem_mpi_start(void) {
   if (!_hpcmem_job.jobid[0]) _hpcmem_job_init();
   _hpcmem_job.from_launcher = 1;   /* an MPI job from here on, even a singleton: HPCMEM_REPORT=auto reports */
   int rc = start_comms();
+  if (rc == MPI_SUCCESS) rc = _hpcmem_mpi_segment_start(L.shm);
   /* rank 0's job id names every file of the job, even when the launcher
    * gave none and each rank made up its own from its pid */
   char jobid[64];
@@ -183,6 +185,7 @@ int _hpcmem_mpi_start(void) {
     rc = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_self_free, &L.keyval, NULL);
   if (rc == MPI_SUCCESS) rc = PMPI_Comm_set_attr(MPI_COMM_SELF, L.keyval, NULL);
   if (rc != MPI_SUCCESS) {
+    _hpcmem_seg_shared_fail(ENODEV);
     _hpcmem_warn("MPI layer not started (MPI error %d): no job report at MPI_Finalize", rc);
     free_all();
     return -EIO;

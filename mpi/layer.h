@@ -30,4 +30,9 @@ MPI_Comm _hpcmem_mpi_node_comm(void);
 int _hpcmem_place_share_start(void);
 void _hpcmem_place_share_stop(void);
 
+/* Create the node-shared segment (mpi/segment.c), collective over the
+ * node's communicator.  An MPI error code; a failure to make the mapping is
+ * reported and leaves the segment unavailable, not the layer. */
+int _hpcmem_mpi_segment_start(MPI_Comm shm);
+
 #endif

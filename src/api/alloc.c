@@ -7,6 +7,7 @@
 #include "hpcmem.h"
 #include "prim/prim.h"
 #include "place/contig.h"
+#include "segment/segment.h"
 #include "topo/topo.h"
 #include "trace/trace.h"
 #include "hpcmem_trace_format.h"
@@ -24,6 +25,7 @@
 #define EXPORT __attribute__((visibility("default")))
 
 int _hpcmem_ready;
+int _hpcmem_default_seg = HPCMEM_SEG_PRIVATE;
 hpcmem_large_t _hpcmem_large;
 size_t _hpcmem_large_threshold = (size_t)128 << 10;
 static hpcmem_lock_t init_lock = HPCMEM_LOCK_INIT;
@@ -72,6 +74,11 @@ void _hpcmem_init(void) {
                   heaps, strerror(errno));
   _hpcmem_tcache_init_process();
   _hpcmem_stats_init();
+  /* the option lists private|shared|interleaved */
+  static const int seg_of_choice[3] = {HPCMEM_SEG_PRIVATE, HPCMEM_SEG_SHARED, HPCMEM_SEG_INTERLEAVED};
+  _hpcmem_default_seg = seg_of_choice[_hpcmem_opt(DEFAULT_SEGMENT) % 3];
+  /* another default segment: every malloc takes the slow path, which routes it */
+  if (_hpcmem_default_seg != HPCMEM_SEG_PRIVATE) _hpcmem_tcache_fast_mask = 0;
   brk_start = sbrk(0);
   pthread_key_create(&exit_key, thread_exit);
   __atomic_store_n(&_hpcmem_ready, 1, __ATOMIC_RELEASE);
@@ -93,9 +100,21 @@ hpcmem_tcache_t *_hpcmem_thread_cache(void) {
 }
 
 /* fork: the child gets consistent heaps and only its own thread cache */
-static void fork_prepare(void) { _hpcmem_heaps_fork_prepare(); _hpcmem_large_fork_prepare(&_hpcmem_large); }
-static void fork_parent(void) { _hpcmem_large_fork_parent(&_hpcmem_large); _hpcmem_heaps_fork_parent(); }
-static void fork_child(void) { _hpcmem_large_fork_child(&_hpcmem_large); _hpcmem_heaps_fork_child(); }
+static void fork_prepare(void) {
+  _hpcmem_seg_fork_prepare();
+  _hpcmem_heaps_fork_prepare();
+  _hpcmem_large_fork_prepare(&_hpcmem_large);
+}
+static void fork_parent(void) {
+  _hpcmem_large_fork_parent(&_hpcmem_large);
+  _hpcmem_heaps_fork_parent();
+  _hpcmem_seg_fork_parent();
+}
+static void fork_child(void) {
+  _hpcmem_large_fork_child(&_hpcmem_large);
+  _hpcmem_heaps_fork_child();
+  _hpcmem_seg_fork_child();
+}
 
 static unsigned topo_group(int cpu) {
   int g = _hpcmem_topo_cpu_group(cpu);
@@ -159,6 +178,32 @@ static inline unsigned class_for(size_t n, size_t align) {
 }
 
 /* Everything that is not a thread-cache hit.  align is a power of two (0/16: natural). */
+static void *alloc_slow(hpcmem_tcache_t *t, size_t n, size_t align, int zeroed);
+
+/* Plain malloc in another default segment (HPCMEM_DEFAULT_SEGMENT): there
+ * when the segment can serve (the shared one exists only after MPI_Init),
+ * else in the private segment. */
+static void *alloc_routed(hpcmem_tcache_t *t, size_t n, size_t align, int zeroed) {
+  size_t usable = 0;
+  if (n > (size_t)PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
+  if (_hpcmem_seg_ready(_hpcmem_default_seg) < 0) return alloc_slow(t, n, align, zeroed);
+  int saved = errno;
+  void *p = _hpcmem_seg_alloc(_hpcmem_default_seg, n, align, zeroed, &usable);
+  if (!p) { errno = saved; return alloc_slow(t, n, align, zeroed); }   /* full: private memory */
+  t->n_alloc++;
+  t->b_alloc += usable;
+  t->st.large_alloc_count++;
+  if (n > t->st.largest_alloc) t->st.largest_alloc = n;
+  _hpcmem_stats_maybe_publish(t);
+  return p;
+}
+
+void *_hpcmem_alloc_private(hpcmem_tcache_t *t, size_t n, size_t align, int zero) {
+  void *p = alloc_slow(t, n, align, zero && n >= _hpcmem_large_threshold);
+  if (p && zero && n < _hpcmem_large_threshold) memset(p, 0, n);
+  return p;
+}
+
 static void *alloc_slow(hpcmem_tcache_t *t, size_t n, size_t align, int zeroed) {
   void *p;
   size_t usable;
@@ -201,7 +246,9 @@ HPCMEM_NOINLINE static void *malloc_slow(size_t n, size_t align, int kind) {
   hpcmem_tcache_t *t = _hpcmem_thread_cache();
   if (!t) { errno = ENOMEM; return NULL; }
   uint64_t t0 = (t->n_alloc & 63) == 0 ? _hpcmem_prim_ticks() : 0;
-  void *p = alloc_slow(t, n, align, kind == HPCMEM_EV_CALLOC);
+  void *p = HPCMEM_UNLIKELY(_hpcmem_default_seg != HPCMEM_SEG_PRIVATE)
+                ? alloc_routed(t, n, align, kind == HPCMEM_EV_CALLOC)
+                : alloc_slow(t, n, align, kind == HPCMEM_EV_CALLOC);
   if (t0) t->alloc_ticks += (_hpcmem_prim_ticks() - t0) * 64;
   if (HPCMEM_UNLIKELY(_hpcmem_trace_enabled) && p && !t->in_call) _hpcmem_trace_event(kind, p, n, NULL, align);
   if (HPCMEM_UNLIKELY(check_always)) periodic_check();
@@ -236,6 +283,7 @@ static int is_double_free(hpcmem_tcache_t *t, hpcmem_span_t *s, void *p) {
 /* 0 when p was freed (or handed on), -1 after reporting misuse. */
 static int free_any(hpcmem_tcache_t *t, void *p, const char *fn) {
   hpcmem_span_t *s = _hpcmem_span_of(p);
+  hpcmem_segment_t *seg;
   if (s && s->kind == HPCMEM_SPAN_SMALL) {
     if (!_hpcmem_span_is_object(s, p)) { misuse(fn, p, "pointer into the middle of a block (not returned by malloc)"); return -1; }
     if (((uint64_t *)p)[1] == _hpcmem_free_key && is_double_free(t, s, p)) { misuse(fn, p, "double free"); return -1; }
@@ -267,6 +315,9 @@ static int free_any(hpcmem_tcache_t *t, void *p, const char *fn) {
   } else if ((uintptr_t)p - (uintptr_t)_hpcmem_heaps.base < _hpcmem_heaps.size) {
     misuse(fn, p, "not allocated: no live block at this address (double free, or never returned by malloc)");
     return -1;
+  } else if ((seg = _hpcmem_seg_holding(p)) != NULL) {
+    const char *why;
+    if (_hpcmem_seg_free_block(t, seg, p, &why) < 0) { misuse(fn, p, why); return -1; }
   } else if (_hpcmem_contig_owner(p)) {
     misuse(fn, p, "pointer from hpcmem_contig_malloc: give it back with hpcmem_contig_free");
     return -1;
@@ -354,7 +405,8 @@ static size_t usable_size(const void *p) {
   if (s) return _hpcmem_span_is_object(s, p) || (s->kind == HPCMEM_SPAN_RUN && s->start == (char *)p)
                     ? usable_of_span(s) : 0;
   if (_hpcmem_large_owns(&_hpcmem_large, p)) return _hpcmem_large_usable_size(&_hpcmem_large, p);
-  return 0;
+  hpcmem_segment_t *seg = _hpcmem_seg_holding(p);
+  return seg ? _hpcmem_seg_usable(seg, p) : 0;
 }
 
 EXPORT size_t malloc_usable_size(void *p) {
@@ -376,6 +428,26 @@ EXPORT void *realloc(void *p, size_t n) {
   return q;
 }
 
+/* A block of the interleaved or shared segment stays in its segment. */
+static void *realloc_in_segment(hpcmem_tcache_t *t, hpcmem_segment_t *seg, void *p, size_t old, size_t n) {
+  int64_t d = 0;
+  if (_hpcmem_seg_resize(seg, p, n, &d) == 0) {
+    if (d > 0) t->b_alloc += (uint64_t)d; else t->b_freed += (uint64_t)-d;
+    if (n > t->st.largest_alloc) t->st.largest_alloc = n;
+    _hpcmem_stats_maybe_publish(t);
+    return p;
+  }
+  size_t usable = 0;
+  void *q = _hpcmem_seg_alloc(seg->id, n, 0, 0, &usable);
+  if (!q) return NULL;                                /* p is left untouched */
+  t->n_alloc++;
+  t->b_alloc += usable;
+  t->st.large_alloc_count++;
+  memcpy(q, p, old < n ? old : n);
+  free(p);
+  return q;
+}
+
 static void *realloc_body(void *p, size_t n) {
   if (!p) return malloc(n);
   if (n == 0) { free(p); return NULL; }               /* glibc: frees and returns NULL */
@@ -394,6 +466,8 @@ static void *realloc_body(void *p, size_t n) {
     errno = EINVAL;
     return NULL;
   }
+  hpcmem_segment_t *seg = _hpcmem_seg_holding(p);
+  if (seg) return realloc_in_segment(t, seg, p, old, n);
   /* stay in place when the block fits and is not much too big */
   if (n <= old && (old <= 1024 || n >= old / 2 || (old >= _hpcmem_large_threshold && n >= _hpcmem_large_threshold)))
     if (old < _hpcmem_large_threshold || _hpcmem_large_resize(&_hpcmem_large, p, n) == 0) {
@@ -464,5 +538,6 @@ EXPORT int hpcmem_check(void) {
   for (unsigned i = 0; i < _hpcmem_heaps.count; i++)
     if (_hpcmem_heap_check(&_hpcmem_heaps.heap[i]) < 0) rc = -EFAULT;
   if (_hpcmem_large_check(&_hpcmem_large) < 0) rc = -EFAULT;
+  if (_hpcmem_seg_check() < 0) rc = -EFAULT;
   return rc;
 }

@@ -19,6 +19,15 @@ extern hpcmem_large_t _hpcmem_large;
 extern size_t _hpcmem_large_threshold;
 
 void _hpcmem_init(void);
+/* Segment of plain malloc (HPCMEM_DEFAULT_SEGMENT), HPCMEM_SEG_*. */
+extern int _hpcmem_default_seg;
+/* An allocation in the private segment whatever the default (memset when
+ * zero), counted for thread t; NULL with errno. */
+void *_hpcmem_alloc_private(hpcmem_tcache_t *t, size_t n, size_t align, int zero);
+/* free() of a block of the interleaved or shared segment s: 0, or -1 with
+ * *why saying what is wrong with p (the caller reports it). */
+struct hpcmem_segment;
+int _hpcmem_seg_free_block(hpcmem_tcache_t *t, struct hpcmem_segment *s, void *p, const char **why);
 hpcmem_tcache_t *_hpcmem_thread_cache(void);
 
 /* statistics (stats.c) */
@@ -29,6 +38,8 @@ static inline void _hpcmem_stats_maybe_publish(hpcmem_tcache_t *t) {
     _hpcmem_stats_publish(t);
 }
 void _hpcmem_stats_init(void);
+/* High-water mark of the private segment's share of the published total. */
+uint64_t _hpcmem_stats_private_peak(void);
 /* counters of threads that never got a cache (allocation before any cache exists) */
 void _hpcmem_stats_add_error(void);
 

@@ -7,6 +7,7 @@
 #include "api/internal.h"
 #include "hpcmem.h"
 #include "prim/prim.h"
+#include "segment/segment.h"
 #include "util/lock.h"
 #include <errno.h>
 #include <inttypes.h>
@@ -17,6 +18,7 @@
 
 static int64_t current;          /* published live bytes of the process */
 static int64_t peak;
+static int64_t private_peak;     /* of current less the other segments' live bytes */
 static uint64_t peak_time, start_time;
 static uint64_t errors_without_cache;
 
@@ -78,6 +80,10 @@ void _hpcmem_stats_publish(hpcmem_tcache_t *t) {
   while (now > old) {
     if (__atomic_compare_exchange_n(&peak, &old, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) { new_peak = 1; break; }
   }
+  int64_t priv = now - __atomic_load_n(&_hpcmem_seg_other_live, __ATOMIC_RELAXED);
+  int64_t pold = __atomic_load_n(&private_peak, __ATOMIC_RELAXED);
+  while (priv > pold && !__atomic_compare_exchange_n(&private_peak, &pold, priv, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
   /* the clock only when the peak moved or the timeline takes a sample:
    * every large block publishes, and the clock is not cheap on every machine */
   if (new_peak) {
@@ -115,6 +121,11 @@ EXPORT int hpcmem_stats(hpcmem_stats_t *out) {
   out->retained_bytes = small_free + ls.retained_bytes;
   out->decayed_bytes = ls.decayed_bytes;
   return 0;
+}
+
+uint64_t _hpcmem_stats_private_peak(void) {
+  int64_t v = __atomic_load_n(&private_peak, __ATOMIC_RELAXED);
+  return v > 0 ? (uint64_t)v : 0;
 }
 
 EXPORT int hpcmem_stats_reset_peak(void) {

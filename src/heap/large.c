@@ -565,7 +565,8 @@ static void decay_unlock(hpcmem_large_t *L, uint64_t now, int force) {
        * neighbours are cleared, so that a free block reads as zero outside
        * its dirty hull (what _hpcmem_large_alloc_zeroed relies on) */
       rec_t *r = batch[i];
-      _hpcmem_prim_decommit(lo[i], (size_t)(hi[i] - lo[i]));
+      if (L->discard) _hpcmem_prim_discard(lo[i], (size_t)(hi[i] - lo[i]));
+      else _hpcmem_prim_decommit(lo[i], (size_t)(hi[i] - lo[i]));
       memset(r->dlo, 0, (size_t)(lo[i] - r->dlo));
       memset(hi[i], 0, (size_t)(r->dhi - hi[i]));
     }
@@ -607,6 +608,8 @@ void _hpcmem_large_config_from_options(hpcmem_large_config_t *cfg) {
   cfg->min_split = (size_t)128 << 10;
   cfg->decay_ns = (uint64_t)_hpcmem_opt(DECAY_MS) * 1000000u;
   cfg->thp = (int)_hpcmem_opt(THP);
+  cfg->region = NULL;
+  cfg->discard = 0;
 }
 
 int _hpcmem_large_init(hpcmem_large_t *L, const hpcmem_large_config_t *cfg) {
@@ -620,7 +623,8 @@ int _hpcmem_large_init(hpcmem_large_t *L, const hpcmem_large_config_t *cfg) {
   size_t page = _hpcmem_prim_page_size();
   size_t gran = c.align > THP_SIZE ? c.align : THP_SIZE;
   if (c.reserve > ((size_t)1 << 46)) return -ENOMEM;
-  size_t reserve = up(c.reserve, gran);
+  if (c.region && ((uintptr_t)c.region % c.align || c.reserve % c.align)) return -EINVAL;
+  size_t reserve = c.region ? c.reserve : up(c.reserve, gran);
   size_t cap = reserve / c.align + 2;
   if (cap > REC_CAP_MAX) cap = REC_CAP_MAX;
   size_t hcap_max = HASH_MIN;
@@ -630,7 +634,7 @@ int _hpcmem_large_init(hpcmem_large_t *L, const hpcmem_large_config_t *cfg) {
   size_t hbytes = up(hcap_max * sizeof(slot_t), page);
   size_t ring_bytes = up(RING * sizeof(uintptr_t), page);
   size_t meta = up(rec_bytes + 2 * hbytes + ring_bytes, gran);
-  char *map = _hpcmem_prim_reserve(meta + reserve, gran);
+  char *map = _hpcmem_prim_reserve(c.region ? meta : meta + reserve, gran);
   if (!map) return -(errno ? errno : ENOMEM);
 
   memset(L, 0, sizeof *L);
@@ -640,7 +644,8 @@ int _hpcmem_large_init(hpcmem_large_t *L, const hpcmem_large_config_t *cfg) {
   L->min_split = c.min_split;
   L->decay_ns = c.decay_ns;
   L->map = map;
-  L->map_size = meta + reserve;
+  L->map_size = c.region ? meta : meta + reserve;
+  L->discard = c.discard;
   L->recs = L->rec_bump = (rec_t *)map;
   L->recs_end = L->recs + cap;
   L->harea[0] = map + rec_bytes;
@@ -650,12 +655,12 @@ int _hpcmem_large_init(hpcmem_large_t *L, const hpcmem_large_config_t *cfg) {
   L->hcap_max = hcap_max;
   L->hshift = 64 - (unsigned)__builtin_ctzl(HASH_MIN);
   L->ring = (uintptr_t *)(map + rec_bytes + 2 * hbytes);
-  L->base = map + meta;
+  L->base = c.region ? c.region : map + meta;
   L->end = L->base + reserve;
   L->narenas = 1;
   L->ar[0].lo = L->ar[0].top = L->base;
   L->ar[0].end = L->end;
-  if (c.thp && reserve >= 4 * THP_BLOCK_MIN) {
+  if (c.thp && !c.region && reserve >= 4 * THP_BLOCK_MIN) {
     /* blocks of 16 MiB and more in the upper half, on huge pages */
     char *mid = L->base + down(reserve / 2, gran);
     L->ar[0].end = mid;

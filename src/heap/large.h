@@ -27,6 +27,9 @@ typedef struct hpcmem_large_config {
   size_t min_split;    /* split off a remainder (or an alignment lead) only if larger than this */
   uint64_t decay_ns;   /* free pages unused this long are given back (0: at once) */
   int thp;             /* transparent huge pages for blocks of 16 MiB and more (own arena) */
+  char *region;        /* NULL: reserve the data region; else manage [region, region + reserve),
+                          memory the caller mapped (a segment's part of a shared mapping) */
+  int discard;         /* decay drops the backing store too (MADV_REMOVE: shared memory) */
 } hpcmem_large_config_t;
 
 typedef struct hpcmem_large_rec hpcmem_large_rec_t;
@@ -67,6 +70,7 @@ typedef struct hpcmem_large_stats {
 typedef struct hpcmem_large {
   hpcmem_lock_t lock;
   int thp;
+  int discard;             /* decay with _hpcmem_prim_discard (shared memory) */
   size_t align;            /* default data alignment */
   size_t page;
   size_t min_split;
@@ -75,7 +79,7 @@ typedef struct hpcmem_large {
   uint64_t now_ns;         /* the clock as last read (see clock_tick) */
   unsigned tick;
 
-  char *map;               /* whole reservation: records, then data */
+  char *map;               /* whole reservation: records, then data (unless given a region) */
   size_t map_size;
   char *base;              /* data region [base, end) */
   char *end;

@@ -2,6 +2,9 @@
 #include "config.h"
 #include "prim/prim.h"
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
 #include <numaif.h>
 #include <stdint.h>
 #include <sys/mman.h>
@@ -45,10 +48,52 @@ int _hpcmem_prim_interleave(void *p, size_t size, const unsigned long *nodemask,
   return mbind(p, size, MPOL_INTERLEAVE, nodemask, maxnode, 0) == 0 ? 0 : -errno;
 }
 
+int _hpcmem_prim_mems_allowed(unsigned long *nodemask, unsigned long maxnode) {
+  return get_mempolicy(NULL, nodemask, maxnode, NULL, MPOL_F_MEMS_ALLOWED) == 0 ? 0 : -errno;
+}
+
 int _hpcmem_prim_bind(void *p, size_t size, int mode, const unsigned long *nodemask,
                       unsigned long maxnode, int move) {
   unsigned flags = move ? MPOL_MF_MOVE : 0;
   return mbind(p, size, mode, nodemask, maxnode, flags) == 0 ? 0 : -errno;
+}
+
+int _hpcmem_prim_shm_create(const char *dir, const char *stem, size_t size, char *path, size_t len) {
+  for (int attempt = 0; attempt < 8; attempt++) {
+    int n = snprintf(path, len, "%s/%s-%016llx", dir, stem, (unsigned long long)_hpcmem_prim_random64());
+    if (n < 0 || (size_t)n >= len) return -ENAMETOOLONG;
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EEXIST) continue;
+    if (fd < 0) return -errno;
+    int rc = ftruncate(fd, (off_t)size) == 0 ? 0 : -errno;
+    close(fd);
+    if (rc < 0) unlink(path);
+    return rc;
+  }
+  return -EEXIST;
+}
+
+void *_hpcmem_prim_shm_map(const char *path, size_t size) {
+  int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return NULL;
+  struct stat st;
+  if (fstat(fd, &st) < 0 || (size_t)st.st_size < size) { close(fd); errno = EINVAL; return NULL; }
+  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+  int saved = errno;
+  close(fd);                        /* the mapping keeps the file */
+  errno = saved;
+  return p == MAP_FAILED ? NULL : p;
+}
+
+void *_hpcmem_prim_shm_anon(size_t size) {
+  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+int _hpcmem_prim_shm_unlink(const char *path) { return unlink(path) == 0 ? 0 : -errno; }
+
+int _hpcmem_prim_discard(void *p, size_t size) {
+  return madvise(p, size, MADV_REMOVE) == 0 ? 0 : -errno;
 }
 
 size_t _hpcmem_prim_page_size(void) {

@@ -21,10 +21,29 @@ int _hpcmem_prim_hugepages(void *p, size_t size, int on);
 /* Interleave the pages of a range over the NUMA nodes in the mask
  * (mbind MPOL_INTERLEAVE); 0 or -errno. */
 int _hpcmem_prim_interleave(void *p, size_t size, const unsigned long *nodemask, unsigned long maxnode);
+/* The NUMA nodes this process may use, as the kernel sees them
+ * (get_mempolicy MPOL_F_MEMS_ALLOWED); 0 or -errno. */
+int _hpcmem_prim_mems_allowed(unsigned long *nodemask, unsigned long maxnode);
 /* Bind (MPOL_BIND or MPOL_PREFERRED) / migrate (move != 0); 0 or -errno. */
 int _hpcmem_prim_bind(void *p, size_t size, int mode, const unsigned long *nodemask,
                       unsigned long maxnode, int move);
 size_t _hpcmem_prim_page_size(void);
+
+/* Node-shared memory (the shared segment).  A file of `size` bytes is made
+ * sparse (ftruncate): its pages cost memory only once touched.
+ * shm_create: a new file under dir (O_EXCL, never through a symbolic link,
+ * mode 0600) named from `stem` plus a random suffix; the path is written
+ * into path[len].  0 or -errno. */
+int _hpcmem_prim_shm_create(const char *dir, const char *stem, size_t size, char *path, size_t len);
+/* Map the whole file read/write, shared.  NULL with errno on failure
+ * (ENOENT: gone; EINVAL: the file is shorter than size). */
+void *_hpcmem_prim_shm_map(const char *path, size_t size);
+/* Anonymous shared memory (seen by this process and children it forks). */
+void *_hpcmem_prim_shm_anon(size_t size);
+int _hpcmem_prim_shm_unlink(const char *path);
+/* Drop pages of shared memory together with their backing store
+ * (MADV_REMOVE): they read as zero afterwards, in every process. */
+int _hpcmem_prim_discard(void *p, size_t size);
 /* A cheap time stamp counter (the TSC on x86-64, the clock elsewhere);
  * _hpcmem_prim_ticks_to_ns converts by the rate measured since start-up. */
 static inline uint64_t _hpcmem_prim_ticks(void) {

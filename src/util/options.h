@@ -25,6 +25,9 @@
   X(ON_ERROR, ENUM, "abort", 0, 2, "abort|warn|ignore", "what to do after reporting an invalid or double free") \
   X(DEFAULT_SEGMENT, ENUM, "private", 0, 2, "private|shared|interleaved", "segment that plain malloc uses") \
   X(INTERLEAVE_NODES, STRING, "all", 0, 0, "", "NUMA nodes of the interleaved segment (\"all\" or a list like 0-3,6)") \
+  X(INTERLEAVED_SIZE, SIZE, "256G", 64 * HPCMEM_MI, 16384 * HPCMEM_GI, "", "address space of the interleaved segment (backed only where used)") \
+  X(SHARED_SIZE, SIZE, "4G", 64 * HPCMEM_MI, 1024 * HPCMEM_GI, "", "shared segment: bytes each rank may allocate in the node-wide mapping (a sparse file: backed only where used)") \
+  X(SHARED_DIR, STRING, "/dev/shm", 0, 0, "", "directory of the node-wide shared-segment file (a tmpfs; the file is removed as soon as every rank mapped it)") \
   X(TOPOLOGY, STRING, "", 0, 0, "", "hwloc XML file describing the machine instead of the real one (see docs/topology.md)") \
   X(PREALLOC, SIZE, "0", 0, 64 * HPCMEM_GI, "", "physical memory pre-allocated for contiguous regions") \
   X(TRACE, BOOL, "0", 0, 1, "", "record every allocation event into one trace file per rank") \

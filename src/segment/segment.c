@@ -1,0 +1,290 @@
+/* Segments (see segment.h). */
+#include "config.h"
+#include "segment/segment.h"
+#include "prim/prim.h"
+#include "topo/topo.h"
+#include "util/job.h"
+#include "util/log.h"
+#include "util/options.h"
+#include <errno.h>
+#include <string.h>
+
+hpcmem_segment_t _hpcmem_segs[HPCMEM_SEG_COUNT];
+int64_t _hpcmem_seg_other_live;
+int _hpcmem_seg_mpi_linked;
+static int forked_child;            /* this process was forked: the shared parts are the parent's */
+
+#define GRAIN ((size_t)256)           /* Sunway's interleave granule, and the tier's alignment */
+#define PART_ALIGN ((size_t)2 << 20)
+
+static size_t align_up(size_t v, size_t a) { return (v + a - 1) & ~(a - 1); }
+
+/* The SWAlloc tier over the segment's own part, at a fine grain: a segment
+ * serves every size, so remainders are split off as soon as they hold a
+ * granule (the private large tier splits only above 128 KiB). */
+static int tier_init(hpcmem_segment_t *s, char *region, size_t bytes, int discard) {
+  hpcmem_large_config_t c;
+  _hpcmem_large_config_from_options(&c);
+  c.align = (size_t)_hpcmem_opt(LARGE_ALIGN) > GRAIN ? (size_t)_hpcmem_opt(LARGE_ALIGN) : GRAIN;
+  c.min_split = c.align;
+  c.thp = 0;
+  c.reserve = bytes;
+  c.region = region;
+  c.discard = discard;
+  return _hpcmem_large_init(&s->tier, &c);
+}
+
+static void set_ready(hpcmem_segment_t *s) { __atomic_store_n(&s->state, HPCMEM_SEG_READY, __ATOMIC_RELEASE); }
+
+static int fail(hpcmem_segment_t *s, int err) {
+  s->error = err;
+  __atomic_store_n(&s->state, HPCMEM_SEG_FAILED, __ATOMIC_RELEASE);
+  return -err;
+}
+
+/* ------------------------------------------------------------------ */
+/* interleaved                                                          */
+
+/* The node set: HPCMEM_INTERLEAVE_NODES checked against the topology; a list
+ * naming nodes that do not exist is reported and replaced by all nodes. */
+static int interleave_mask(unsigned long *mask, char *text, size_t len) {
+  const char *want = _hpcmem_opt_str(INTERLEAVE_NODES);
+  int n = _hpcmem_topo_nodeset_parse_as("HPCMEM_INTERLEAVE_NODES", want, mask, HPCMEM_TOPO_MAX_NODE_OS);
+  if (n <= 0) {
+    _hpcmem_warn("HPCMEM_INTERLEAVE_NODES: using all NUMA nodes instead");
+    n = _hpcmem_topo_nodeset_parse_as(NULL, "all", mask, HPCMEM_TOPO_MAX_NODE_OS);
+  }
+  if (n > 0) _hpcmem_topo_nodeset_format(mask, HPCMEM_TOPO_MAX_NODE_OS, text, len);
+  return n;
+}
+
+static int make_interleaved(hpcmem_segment_t *s) {
+  size_t size = align_up((size_t)_hpcmem_opt(INTERLEAVED_SIZE), PART_ALIGN);
+  if (tier_init(s, NULL, size, 0) < 0) return fail(s, ENOMEM);
+  unsigned long mask[HPCMEM_TOPO_MASK_LONGS];
+  if (interleave_mask(mask, s->nodes, sizeof s->nodes) > 0) {
+    /* the policy goes on the whole range before any page exists: every page
+     * the tier ever backs is placed by it, also after decay gave it back */
+    int rc = _hpcmem_prim_interleave(s->tier.base, size, mask, HPCMEM_TOPO_MAX_NODE_OS + 1);
+    if (rc == -EINVAL) {
+      /* a topology file describes another machine than this one: interleave
+       * over the nodes the kernel lets this process use */
+      char given[64];
+      memcpy(given, s->nodes, sizeof given);
+      rc = _hpcmem_prim_mems_allowed(mask, HPCMEM_TOPO_MAX_NODE_OS + 1);
+      if (rc == 0) rc = _hpcmem_prim_interleave(s->tier.base, size, mask, HPCMEM_TOPO_MAX_NODE_OS + 1);
+      if (rc == 0) {
+        _hpcmem_topo_nodeset_format(mask, HPCMEM_TOPO_MAX_NODE_OS, s->nodes, sizeof s->nodes);
+        _hpcmem_warn("interleaved segment: nodes %s (topology: %s) are not all on this machine; "
+                     "interleaving over its nodes %s", given, _hpcmem_topo_source(), s->nodes);
+      }
+    }
+    if (rc < 0) _hpcmem_warn("interleaved segment: mbind(MPOL_INTERLEAVE) failed: %s; pages are placed by first touch",
+                             strerror(-rc));
+  }
+  s->base = s->own = s->tier.base;
+  s->size = s->own_size = size;
+  s->node_ranks = 1;
+  set_ready(s);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* shared                                                               */
+
+static int run_shared(hpcmem_segment_t *s, char *base, size_t part, int node_ranks, int node_rank, int discard) {
+  char *own = base + (size_t)node_rank * part;
+  if (tier_init(s, own, part, discard) < 0) return -ENOMEM;
+  s->node_ranks = node_ranks;
+  s->node_rank = node_rank;
+  s->own = own;
+  s->own_size = part;
+  /* base and size last: from here _hpcmem_seg_holding() sees the segment */
+  s->size = (size_t)node_ranks * part;
+  __atomic_store_n(&s->base, base, __ATOMIC_RELEASE);
+  set_ready(s);
+  return 0;
+}
+
+/* Outside an MPI job: anonymous shared memory of this process. */
+static int make_process_local(hpcmem_segment_t *s) {
+  size_t part = align_up((size_t)_hpcmem_opt(SHARED_SIZE), PART_ALIGN);
+  char *base = _hpcmem_prim_shm_anon(part);
+  if (!base) return fail(s, ENOMEM);
+  s->process_local = 1;
+  if (run_shared(s, base, part, 1, 0, 1) < 0) return fail(s, ENOMEM);
+  if (_hpcmem_opt(VERBOSE))
+    _hpcmem_info("shared segment: not an MPI job, so it is process-local (%zu MiB of anonymous shared memory)",
+                 part >> 20);
+  return 0;
+}
+
+int _hpcmem_seg_shared_attach(const char *path, size_t part, int node_ranks, int node_rank) {
+  hpcmem_segment_t *s = &_hpcmem_segs[HPCMEM_SEG_SHARED];
+  if (node_ranks < 1 || node_rank < 0 || node_rank >= node_ranks || !part || part % PART_ALIGN) return -EINVAL;
+  _hpcmem_lock(&s->lock);
+  int rc = 0;
+  if (s->state == HPCMEM_SEG_READY) {
+    /* a lone process made its process-local segment before MPI_Init (a
+     * singleton run): with one rank per node that is the node's segment */
+    if (node_ranks > 1)
+      _hpcmem_warn("shared segment: used before MPI_Init, so it stays process-local; "
+                   "allocate shared objects after MPI_Init to share them with the node's ranks");
+    rc = -EBUSY;
+  } else {
+    char *base = _hpcmem_prim_shm_map(path, (size_t)node_ranks * part);
+    if (!base) rc = -errno;
+    else if ((rc = run_shared(s, base, part, node_ranks, node_rank, 1)) < 0) _hpcmem_prim_release(base, (size_t)node_ranks * part);
+    if (rc < 0) fail(s, -rc == ENOMEM ? ENOMEM : ENODEV);
+  }
+  _hpcmem_unlock(&s->lock);
+  return rc;
+}
+
+void _hpcmem_seg_shared_fail(int err) {
+  hpcmem_segment_t *s = &_hpcmem_segs[HPCMEM_SEG_SHARED];
+  _hpcmem_lock(&s->lock);
+  if (s->state == HPCMEM_SEG_UNSET) fail(s, err);
+  _hpcmem_unlock(&s->lock);
+}
+
+/* ------------------------------------------------------------------ */
+/* making segments ready                                                */
+
+int _hpcmem_seg_ready(int id) {
+  if (id <= HPCMEM_SEG_PRIVATE || id >= HPCMEM_SEG_COUNT) return id == HPCMEM_SEG_PRIVATE ? 0 : -EINVAL;
+  hpcmem_segment_t *s = &_hpcmem_segs[id];
+  int st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
+  if (st == HPCMEM_SEG_READY) return forked_child && id == HPCMEM_SEG_SHARED ? -ENODEV : 0;
+  if (st == HPCMEM_SEG_FAILED) return -s->error;
+  if (id == HPCMEM_SEG_SHARED && _hpcmem_seg_mpi_linked && _hpcmem_job.from_launcher)
+    return -EAGAIN;                 /* an MPI job: MPI_Init makes the node's mapping */
+  _hpcmem_lock(&s->lock);
+  int rc = 0;
+  if (s->state == HPCMEM_SEG_UNSET) {
+    s->id = id;
+    rc = id == HPCMEM_SEG_INTERLEAVED ? make_interleaved(s) : make_process_local(s);
+  } else if (s->state == HPCMEM_SEG_FAILED) {
+    rc = -s->error;
+  }
+  _hpcmem_unlock(&s->lock);
+  return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* blocks                                                               */
+
+static void count_alloc(hpcmem_segment_t *s, size_t usable) {
+  __atomic_add_fetch(&s->allocs, 1, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&s->bytes_allocated, usable, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&_hpcmem_seg_other_live, (int64_t)usable, __ATOMIC_RELAXED);
+  int64_t now = __atomic_add_fetch(&s->live, (int64_t)usable, __ATOMIC_RELAXED);
+  int64_t old = __atomic_load_n(&s->peak, __ATOMIC_RELAXED);
+  while (now > old && !__atomic_compare_exchange_n(&s->peak, &old, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
+}
+
+static void count_free(hpcmem_segment_t *s, size_t usable) {
+  __atomic_add_fetch(&s->frees, 1, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&s->bytes_freed, usable, __ATOMIC_RELAXED);
+  __atomic_sub_fetch(&s->live, (int64_t)usable, __ATOMIC_RELAXED);
+  __atomic_sub_fetch(&_hpcmem_seg_other_live, (int64_t)usable, __ATOMIC_RELAXED);
+}
+
+void *_hpcmem_seg_alloc(int id, size_t n, size_t align, int zero, size_t *usable) {
+  int rc = _hpcmem_seg_ready(id);
+  if (rc < 0) { errno = -rc; return NULL; }
+  hpcmem_segment_t *s = &_hpcmem_segs[id];
+  size_t u = 0;
+  void *p = zero ? _hpcmem_large_alloc_zeroed(&s->tier, n, align, &u)
+                 : _hpcmem_large_alloc_usable(&s->tier, n, align, &u);
+  if (!p) return NULL;                 /* errno from the tier */
+  count_alloc(s, u);
+  if (usable) *usable = u;
+  return p;
+}
+
+int _hpcmem_seg_part_of(const hpcmem_segment_t *s, const void *p) {
+  if (s->id != HPCMEM_SEG_SHARED || !s->own_size) return -1;
+  size_t off = (size_t)((const char *)p - s->base);
+  return off < s->size ? (int)(off / s->own_size) : -1;
+}
+
+static int in_own_part(const hpcmem_segment_t *s, const void *p) {
+  return (uintptr_t)p - (uintptr_t)s->own < s->own_size;
+}
+
+int _hpcmem_seg_free(hpcmem_segment_t *s, void *p, size_t *usable) {
+  if (!in_own_part(s, p)) return -EPERM;
+  if (forked_child && s->id == HPCMEM_SEG_SHARED) {
+    /* the parent's blocks: its records are the ones that count */
+    if (usable) *usable = 0;
+    return 0;
+  }
+  size_t u = 0;
+  int rc = _hpcmem_large_free(&s->tier, p, &u);
+  if (rc < 0) return rc;
+  count_free(s, u);
+  if (usable) *usable = u;
+  return 0;
+}
+
+size_t _hpcmem_seg_usable(hpcmem_segment_t *s, const void *p) {
+  return in_own_part(s, p) ? _hpcmem_large_usable_size(&s->tier, p) : 0;
+}
+
+int _hpcmem_seg_resize(hpcmem_segment_t *s, void *p, size_t n, int64_t *delta) {
+  if (!in_own_part(s, p)) return -EPERM;
+  if (forked_child && s->id == HPCMEM_SEG_SHARED) return -ENOMEM;
+  size_t before = _hpcmem_large_usable_size(&s->tier, p);
+  int rc = _hpcmem_large_resize(&s->tier, p, n);
+  if (rc < 0) return rc;
+  size_t after = _hpcmem_large_usable_size(&s->tier, p);
+  int64_t d = (int64_t)after - (int64_t)before;
+  if (d > 0) __atomic_add_fetch(&s->bytes_allocated, (uint64_t)d, __ATOMIC_RELAXED);
+  else __atomic_add_fetch(&s->bytes_freed, (uint64_t)-d, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&_hpcmem_seg_other_live, d, __ATOMIC_RELAXED);
+  int64_t now = __atomic_add_fetch(&s->live, d, __ATOMIC_RELAXED);
+  int64_t old = __atomic_load_n(&s->peak, __ATOMIC_RELAXED);
+  while (now > old && !__atomic_compare_exchange_n(&s->peak, &old, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
+  *delta = d;
+  return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* checks and fork                                                      */
+
+int _hpcmem_seg_check(void) {
+  int rc = 0;
+  for (int i = HPCMEM_SEG_INTERLEAVED; i < HPCMEM_SEG_COUNT; i++)
+    if (__atomic_load_n(&_hpcmem_segs[i].state, __ATOMIC_ACQUIRE) == HPCMEM_SEG_READY &&
+        _hpcmem_large_check(&_hpcmem_segs[i].tier) < 0)
+      rc = -EFAULT;
+  return rc;
+}
+
+void _hpcmem_seg_fork_prepare(void) {
+  for (int i = HPCMEM_SEG_INTERLEAVED; i < HPCMEM_SEG_COUNT; i++) {
+    _hpcmem_lock(&_hpcmem_segs[i].lock);
+    if (_hpcmem_segs[i].state == HPCMEM_SEG_READY) _hpcmem_large_fork_prepare(&_hpcmem_segs[i].tier);
+  }
+}
+
+void _hpcmem_seg_fork_parent(void) {
+  for (int i = HPCMEM_SEG_COUNT - 1; i >= HPCMEM_SEG_INTERLEAVED; i--) {
+    if (_hpcmem_segs[i].state == HPCMEM_SEG_READY) _hpcmem_large_fork_parent(&_hpcmem_segs[i].tier);
+    _hpcmem_unlock(&_hpcmem_segs[i].lock);
+  }
+}
+
+/* The child shares the parent's shared mapping but has a copy of its
+ * records: allocating there would hand out the parent's free space twice,
+ * so the child reads and writes shared objects but allocates none. */
+void _hpcmem_seg_fork_child(void) {
+  for (int i = HPCMEM_SEG_COUNT - 1; i >= HPCMEM_SEG_INTERLEAVED; i--) {
+    if (_hpcmem_segs[i].state == HPCMEM_SEG_READY) _hpcmem_large_fork_child(&_hpcmem_segs[i].tier);
+    _hpcmem_unlock(&_hpcmem_segs[i].lock);
+  }
+  forked_child = 1;
+}
