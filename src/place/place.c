@@ -465,7 +465,11 @@ int _hpcmem_place_classes(hpcmem_class_info_t *out, int max) {
   int n = _hpcmem_topo_classes(cl, HPCMEM_MEM_KINDS_), k = 0;
   _hpcmem_lock(&lock);
   node_caps(cap);
+  /* under the node lock: no decision half-published, so used + used_node
+   * is a sum that existed (a snapshot never shows more than the node has) */
+  int held = node_lock();
   node_others(others);
+  node_unlock(held);
   for (int i = 0; i < n && i < HPCMEM_MEM_KINDS_; i++) {
     if (cl[i].kind == HPCMEM_MEM_UNKNOWN) continue;
     if (k < max) {
