@@ -23,12 +23,19 @@
   X(end_ns,           TIME, "when the report was taken, on the job clock") \
   X(timeline_samples, SUM,  "samples in the rank's memory timeline")
 
-/* Per-segment statistics (private / shared / interleaved) join by adding
- * their list here, e.g. HPCMEM_SEGMENT_STATS_FIELDS(X) expanding to
- * X(seg_shared_peak_bytes, MAX, "..."), and filling it in _hpcmem_rec_sample(). */
+/* Per-segment statistics (hpcmem_seg_stats; the three add up to the totals). */
+#define HPCMEM_RECORD_SEGMENT_FIELDS(X) \
+  X(private_bytes,          SUM, "bytes live in the private segment") \
+  X(private_peak_bytes,     MAX, "high-water mark of the private segment") \
+  X(interleaved_bytes,      SUM, "bytes live in the interleaved segment") \
+  X(interleaved_peak_bytes, MAX, "high-water mark of the interleaved segment") \
+  X(shared_bytes,           SUM, "bytes live in the rank's part of the node-shared segment") \
+  X(shared_peak_bytes,      MAX, "high-water mark of the rank's part of the node-shared segment")
+
 #define HPCMEM_RECORD_FIELDS(X) \
   HPCMEM_STATS_FIELDS(X) \
-  HPCMEM_RECORD_EXTRA_FIELDS(X)
+  HPCMEM_RECORD_EXTRA_FIELDS(X) \
+  HPCMEM_RECORD_SEGMENT_FIELDS(X)
 
 enum {
 #define HPCMEM_REC_ENUM_(name, kind, help) HPCMEM_REC_##name,

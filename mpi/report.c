@@ -396,6 +396,12 @@ void _hpcmem_report_banner(const hpcmem_report_t *r, const char *json_path, int 
          nd->host, human(a, sizeof a, (double)nd->peak_sum), (unsigned long long)nd->nranks,
          nd->nranks == 1 ? "" : "s", human(b, sizeof b, (double)nd->agg[HPCMEM_REC_peak_bytes].sum));
   }
+  const hpcmem_agg_t *ipk = &r->job[HPCMEM_REC_interleaved_peak_bytes], *spk = &r->job[HPCMEM_REC_shared_peak_bytes];
+  if (ipk->max || spk->max)
+    line(fd, "segments, largest high-water mark of a rank: private %s (rank %lld), interleaved %s (rank %lld), "
+         "shared %s (rank %lld)", human(a, sizeof a, (double)r->job[HPCMEM_REC_private_peak_bytes].max),
+         (long long)r->job[HPCMEM_REC_private_peak_bytes].max_rank, human(b, sizeof b, (double)ipk->max),
+         (long long)ipk->max_rank, human(c, sizeof c, (double)spk->max), (long long)spk->max_rank);
   if (r->mode == HPCMEM_REPORT_FULL) banner_full_table(r, fd);
   if (json_path) line(fd, "report: %s", json_path);
 }

@@ -57,4 +57,14 @@ void _hpcmem_rec_sample(hpcmem_rec_t *rec, int64_t rank, uint64_t node, uint64_t
   rec->v[HPCMEM_REC_start_ns] = job_time(hpcmem_start_ns(), origin_ns);
   rec->v[HPCMEM_REC_end_ns] = job_time(hpcmem_clock_ns(), origin_ns);
   rec->v[HPCMEM_REC_timeline_samples] = hpcmem_timeline(NULL, 0);
+  static const int seg_field[HPCMEM_SEG_COUNT][2] = {
+      {HPCMEM_REC_private_bytes, HPCMEM_REC_private_peak_bytes},
+      {HPCMEM_REC_interleaved_bytes, HPCMEM_REC_interleaved_peak_bytes},
+      {HPCMEM_REC_shared_bytes, HPCMEM_REC_shared_peak_bytes}};
+  for (int s = 0; s < HPCMEM_SEG_COUNT; s++) {
+    hpcmem_seg_stats_t ss;
+    if (hpcmem_seg_stats(s, &ss) != 0) continue;
+    rec->v[seg_field[s][0]] = ss.current_bytes;
+    rec->v[seg_field[s][1]] = ss.peak_bytes;
+  }
 }

@@ -9,7 +9,10 @@
 #include <errno.h>
 #include <string.h>
 
-hpcmem_segment_t _hpcmem_segs[HPCMEM_SEG_COUNT];
+hpcmem_segment_t _hpcmem_segs[HPCMEM_SEG_COUNT] = {
+    [HPCMEM_SEG_PRIVATE] = {.id = HPCMEM_SEG_PRIVATE},
+    [HPCMEM_SEG_INTERLEAVED] = {.id = HPCMEM_SEG_INTERLEAVED},
+    [HPCMEM_SEG_SHARED] = {.id = HPCMEM_SEG_SHARED}};
 int64_t _hpcmem_seg_other_live;
 int _hpcmem_seg_mpi_linked;
 static int forked_child;            /* this process was forked: the shared parts are the parent's */
@@ -162,7 +165,6 @@ int _hpcmem_seg_ready(int id) {
   _hpcmem_lock(&s->lock);
   int rc = 0;
   if (s->state == HPCMEM_SEG_UNSET) {
-    s->id = id;
     rc = id == HPCMEM_SEG_INTERLEAVED ? make_interleaved(s) : make_process_local(s);
   } else if (s->state == HPCMEM_SEG_FAILED) {
     rc = -s->error;

@@ -1,0 +1,40 @@
+#!/bin/sh
+# The node-shared segment over MPI, 4 ranks on this host (tests/segment/seg_shared.c),
+# and its lines in the report at MPI_Finalize: the JSON has the per-segment
+# fields, each rank's shared peak is at least the (r+1) MiB it kept.
+np=4
+prog=$top_builddir/tests/segment/seg_shared
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+HPCMEM_REPORT=full HPCMEM_REPORT_DIR=$tmp "$top_builddir/tests/run-mpi.sh" $np "$prog" > "$tmp/out" 2> "$tmp/err"
+rc=$?
+cat "$tmp/out"
+fails=$(grep -c '^\[  FAILED  \]' "$tmp/out")
+if [ $rc -ne 0 ] || [ "$(grep -c '^\[       OK \]' "$tmp/out")" -ne 7 ]; then
+  echo "[  FAILED  ] seg_shared.run (exit $rc)"; sed -n 1,30p "$tmp/err"; fails=$((fails + 1))
+fi
+json=$(ls "$tmp"/hpcmem-report-*.json 2>/dev/null | head -1)
+if [ -n "$json" ] && python3 - "$json" $np <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1])); np = int(sys.argv[2])
+ranks = doc["ranks"]
+assert len(ranks) == np, len(ranks)
+for r in ranks:
+    k = r["rank"]
+    assert r["shared_peak_bytes"] >= (k + 1) << 20, (k, r["shared_peak_bytes"])
+    assert r["shared_bytes"] >= (k + 1) << 20, (k, r["shared_bytes"])
+    assert r["private_bytes"] + r["interleaved_bytes"] + r["shared_bytes"] <= r["current_bytes"] + 1, k
+PY
+then echo "[       OK ] seg_shared.report_fields"
+else echo "[  FAILED  ] seg_shared.report_fields (json '$json')"; fails=$((fails + 1)); fi
+if grep -q 'segments, largest high-water mark of a rank: .* shared .* (rank 3)' "$tmp/err"; then
+  echo "[       OK ] seg_shared.report_banner"
+else
+  echo "[  FAILED  ] seg_shared.report_banner (no segment line naming rank 3)"; grep libhpcmem "$tmp/err" | head; fails=$((fails + 1))
+fi
+# no file left behind in the shared directory
+if ls /dev/shm/hpcmem-shared-* >/dev/null 2>&1; then
+  echo "[  FAILED  ] seg_shared.file_removed ($(ls /dev/shm/hpcmem-shared-* | head -3))"; fails=$((fails + 1))
+else echo "[       OK ] seg_shared.file_removed"; fi
+[ $fails -eq 0 ]
