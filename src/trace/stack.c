@@ -30,7 +30,6 @@
 #endif
 #include <execinfo.h>
 
-#define HMT_CAPTURE_EXTRA 16          /* frames above the caller we may see */
 #define HMT_CHUNK_FRAMES (128 * 1024)  /* 1 MiB of frames per arena chunk */
 #define HMT_MAX_CHUNKS 4096            /* 4 GiB of frames at most */
 #define HMT_MAX_STACKS (1u << 24)      /* beyond this, stacks are not interned */
@@ -127,6 +126,18 @@ __attribute__((noinline, optimize("no-omit-frame-pointer"))) static uint32_t fp_
   return n;
 }
 
+/* Where the recorder's own frames end: the index of `from` among the
+ * first frames (-1: not seen), then past the library's entry points if we
+ * are a shared object (the report strips the rest by name). */
+static int first_kept(const uint64_t *frames, int n, const void *from, int *at_from) {
+  int start = 0;
+  *at_from = -1;
+  for (int i = 0; i < n && i < HMT_CAPTURE_EXTRA; i++)
+    if (frames[i] == (uint64_t)(uintptr_t)from) { start = *at_from = i; break; }
+  while (start < n && frames[start] >= self_lo && frames[start] < self_hi) start++;
+  return start;
+}
+
 /* keeps a frame pointer, like the hook, so that the walk can pass through */
 __attribute__((optimize("no-omit-frame-pointer")))
 uint32_t _hpcmem_stack_capture(uint64_t *frames, uint32_t max, const void *from) {
@@ -139,17 +150,202 @@ uint32_t _hpcmem_stack_capture(uint64_t *frames, uint32_t max, const void *from)
     default: n = backtrace((void **)frames, want); break;
   }
   if (n <= 0) return 0;
-  /* drop the recorder's own frames: everything above the return address
-   * into the hook's caller, then the library's entry points if we are a
-   * shared object (the report strips the rest by name) */
-  int start = 0;
-  for (int i = 0; i < n && i < HMT_CAPTURE_EXTRA; i++)
-    if (frames[i] == (uint64_t)(uintptr_t)from) { start = i; break; }
-  while (start < n && frames[start] >= self_lo && frames[start] < self_hi) start++;
+  int at;
+  int start = first_kept(frames, n, from, &at);
   n -= start;
   if (n > (int)max) n = (int)max;
   if (start) memmove(frames, frames + start, (size_t)n * sizeof *frames);
   return (uint32_t)n;
+}
+
+/* ---- the per-thread stack cache --------------------------------------
+ * Unwinding is most of what a traced allocation costs, and an
+ * allocation-heavy program allocates from the same few stacks over and
+ * over.  Unwinding is a function of the registers at the start and of the
+ * stack memory it reads; on x86-64 each step reads the return address at
+ * CFA - 8 of the frame below, and the CFA of a frame is fixed by its code
+ * address and the stack pointer.  So when the hook is entered from the
+ * same return address with its frame at the same stack address as before,
+ * and every return-address slot the last unwind read from there holds the
+ * same value again, the stack is the same one: same frames, same id.
+ * Checking that is one load and compare per frame (a few ns for the whole
+ * stack) instead of an unwind, a hash of the frames and a table lookup.
+ *
+ * The slots come from the unwinder: libunwind's cursor (the stack pointer
+ * of each frame) or the frame-pointer walk (the address of each saved
+ * return address).  A stack whose slots do not hold its frames (a signal
+ * frame: the interrupted address comes from the signal context) is not
+ * cached, nor one spread over more than 8 MiB of stack.
+ *
+ * Frames that find their CFA through the frame pointer and change their
+ * size at run time (alloca) are the assumption's edge: the chain above
+ * such a frame would have moved, and every slot above would have to hold
+ * the old values by chance for a wrong hit.  Entries belong to one thread
+ * (cleared when a buffer changes hands) and to one generation of the
+ * intern table (_hpcmem_stack_reset invalidates them all). */
+#define HMT_SC_SETS 64
+#define HMT_SC_WAYS 2
+#define HMT_SC_MAX_CHAIN 96
+#define HMT_SC_MAX_SPAN (8u << 20)
+
+typedef struct {
+  uint64_t from, base;  /* key; base 0: empty */
+  uint64_t id;
+  uint32_t gen, n;
+} hmt_sc_entry_t;
+
+struct hmt_scache {
+  uint32_t cap;           /* slots per entry */
+  uint32_t victim;
+  hmt_sc_entry_t e[HMT_SC_SETS * HMT_SC_WAYS];
+  /* then per entry: uint32_t off[cap] (from the base), uint64_t val[cap] */
+};
+
+static volatile uint32_t sc_gen = 1;
+
+static uint32_t sc_cap(uint32_t max) {
+  uint32_t c = max + HMT_CAPTURE_EXTRA;
+  return c > HMT_SC_MAX_CHAIN ? HMT_SC_MAX_CHAIN : c;
+}
+
+size_t _hpcmem_scache_size(uint32_t max) {
+  return sizeof(hmt_scache_t) + (size_t)HMT_SC_SETS * HMT_SC_WAYS * sc_cap(max) * (sizeof(uint32_t) + sizeof(uint64_t));
+}
+
+void _hpcmem_scache_clear(hmt_scache_t *c, uint32_t max) {
+  memset(c, 0, sizeof *c);
+  c->cap = sc_cap(max);
+}
+
+static inline uint32_t *sc_off(hmt_scache_t *c, size_t i) {
+  return (uint32_t *)((uint8_t *)(c + 1) + i * c->cap * (sizeof(uint32_t) + sizeof(uint64_t)));
+}
+static inline uint64_t *sc_val(hmt_scache_t *c, size_t i) { return (uint64_t *)(sc_off(c, i) + c->cap); }
+
+#if defined(__x86_64__)
+#ifdef HAVE_LIBUNWIND
+/* libunwind's cursor: slower than unw_backtrace, but it tells where each
+ * return address was found.  Only on a cache miss. */
+__attribute__((noinline, optimize("no-omit-frame-pointer")))
+static int unw_walk_slots(uint64_t *out, uint64_t *slots, int max) {
+  unw_context_t uc;
+  unw_cursor_t cur;
+  if (unw_getcontext(&uc) != 0 || unw_init_local(&cur, &uc) != 0) return 0;
+  int n = 0, ok = 1;
+  while (n < max && unw_step(&cur) > 0) {
+    unw_word_t ip = 0, sp = 0;
+    unw_get_reg(&cur, UNW_REG_IP, &ip);
+    unw_get_reg(&cur, UNW_REG_SP, &sp);
+    if (ip == 0) break;
+    out[n] = ip;
+    slots[n] = ok && !unw_is_signal_frame(&cur) ? sp - 8 : (ok = 0);
+    n++;
+  }
+  return n;
+}
+#endif
+
+__attribute__((noinline, optimize("no-omit-frame-pointer"))) static int fp_walk_slots(uint64_t *out, uint64_t *slots,
+                                                                                        uint32_t max) {
+  uintptr_t *fp = __builtin_frame_address(0);
+  uint32_t n = 0;
+  while (n < max) {
+    uintptr_t ret = fp[1];
+    if (ret < 4096) break;
+    slots[n] = (uint64_t)(uintptr_t)&fp[1];
+    out[n++] = ret;
+    uintptr_t *next = (uintptr_t *)fp[0];
+    if (next <= fp || (uintptr_t)next - (uintptr_t)fp > (1u << 20) || ((uintptr_t)next & 7)) break;
+    fp = next;
+  }
+  return (int)n;
+}
+#endif
+
+static inline size_t sc_set(uint64_t from, uint64_t base) {
+  uint64_t h = (from ^ (base * 0x9e3779b97f4a7c15ULL));
+  h ^= h >> 29;
+  h *= 0xbf58476d1ce4e5b9ULL;
+  return (size_t)(h >> 58) & (HMT_SC_SETS - 1);
+}
+
+/* keeps a frame pointer so that the frame-pointer walk passes through */
+__attribute__((optimize("no-omit-frame-pointer")))
+uint64_t _hpcmem_stack_get(hmt_scache_t *c, uint64_t *frames, uint64_t *slots, uint32_t max, const void *from,
+                           const void *hook_frame, hmt_stack_def_t *def) {
+  def->n = 0;
+#if defined(__x86_64__)
+  /* the slot of `from`, the hook's own return address: the hook keeps a
+   * frame pointer, so it is right above the saved one */
+  uint64_t base = (uint64_t)(uintptr_t)hook_frame + 8;
+  uint32_t gen = __atomic_load_n(&sc_gen, __ATOMIC_RELAXED);
+  int cacheable = c && (method == HMT_UNWIND_FRAMEPOINTER
+#ifdef HAVE_LIBUNWIND
+                        || method == HMT_UNWIND_LIBUNWIND
+#endif
+                        );
+  size_t set = 0;
+  if (cacheable) {
+    set = sc_set((uint64_t)(uintptr_t)from, base) * HMT_SC_WAYS;
+    for (size_t w = 0; w < HMT_SC_WAYS; w++) {
+      hmt_sc_entry_t *e = &c->e[set + w];
+      if (e->base != base || e->from != (uint64_t)(uintptr_t)from || e->gen != gen) continue;
+      const uint32_t *off = sc_off(c, set + w);
+      const uint64_t *val = sc_val(c, set + w);
+      uint32_t i = 0;
+      while (i < e->n && *(const volatile uint64_t *)(uintptr_t)(base + off[i]) == val[i]) i++;
+      if (i == e->n) return e->id;
+    }
+  }
+  int want = (int)(max + HMT_CAPTURE_EXTRA), n = 0;
+  if (cacheable) {
+#ifdef HAVE_LIBUNWIND
+    if (method == HMT_UNWIND_LIBUNWIND) n = unw_walk_slots(frames, slots, want);
+    else
+#endif
+      n = fp_walk_slots(frames, slots, (uint32_t)want);
+  } else {
+    n = (int)_hpcmem_stack_capture(frames, max, from);
+    return n ? _hpcmem_stack_intern(frames, (uint32_t)n, def) : 0;
+  }
+  if (n <= 0) return 0;
+  int at;
+  int start = first_kept(frames, n, from, &at);
+  int kept = n - start;
+  if (kept > (int)max) kept = (int)max;
+  if (kept <= 0) return 0;
+  /* what a later call checks: the slots from the one above `from` to
+   * that of the last frame kept */
+  int ok = at >= 0 && slots[at] == base && start + kept - (at + 1) <= (int)c->cap;
+  for (int i = at + 1; ok && i < start + kept; i++)
+    ok = slots[i] > slots[i - 1] && slots[i] - base < HMT_SC_MAX_SPAN && (slots[i] & 7) == 0 &&
+         *(const uint64_t *)(uintptr_t)slots[i] == frames[i];
+  uint64_t chain_val[HMT_SC_MAX_CHAIN];
+  uint32_t chain_off[HMT_SC_MAX_CHAIN], nchain = 0;
+  if (ok)
+    for (int i = at + 1; i < start + kept; i++) {
+      chain_off[nchain] = (uint32_t)(slots[i] - base);
+      chain_val[nchain++] = frames[i];
+    }
+  if (start) memmove(frames, frames + start, (size_t)kept * sizeof *frames);
+  uint64_t id = _hpcmem_stack_intern(frames, (uint32_t)kept, def);
+  if (ok && id) {
+    /* an empty way, else take turns */
+    size_t w = 0;
+    for (; w < HMT_SC_WAYS; w++)
+      if (c->e[set + w].base == 0 || c->e[set + w].gen != gen) break;
+    if (w == HMT_SC_WAYS) w = c->victim++ % HMT_SC_WAYS;
+    hmt_sc_entry_t *e = &c->e[set + w];
+    memcpy(sc_off(c, set + w), chain_off, nchain * sizeof *chain_off);
+    memcpy(sc_val(c, set + w), chain_val, nchain * sizeof *chain_val);
+    e->from = (uint64_t)(uintptr_t)from; e->base = base; e->id = id; e->gen = gen; e->n = nchain;
+  }
+  return id;
+#else
+  (void)c; (void)slots; (void)hook_frame;
+  uint32_t n = _hpcmem_stack_capture(frames, max, from);
+  return n ? _hpcmem_stack_intern(frames, n, def) : 0;
+#endif
 }
 
 /* ---- interning ----------------------------------------------------- */
@@ -312,4 +508,5 @@ void _hpcmem_stack_reset(void) {
   table_bytes = 0;
   next_id = 1; nstacks = 0;
   table_lock.owner = 0;
+  __atomic_add_fetch(&sc_gen, 1, __ATOMIC_RELAXED);  /* cached ids are gone too */
 }

@@ -45,9 +45,12 @@ typedef struct hmt_tbuf {
   hmt_state_t base;           /* encoder state at `flushed` */
   uint64_t first_time;        /* time of the first record after `flushed` */
   uint64_t records, records_flushed;
+  volatile uint64_t events;   /* recorded into this buffer (summed by fill_stats) */
   int capturing;
   size_t cap;
   uint8_t *buf;
+  uint64_t *slots;            /* capture scratch: where each frame was found */
+  hmt_scache_t *cache;        /* recent stacks of the owning thread */
   uint64_t frames[];          /* capture scratch */
 } hmt_tbuf_t;
 
@@ -243,15 +246,22 @@ static hmt_tbuf_t *tbuf_acquire(void) {
     int z = 0;
     if (!b->in_use && __atomic_compare_exchange_n(&b->in_use, &z, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
       b->tid = _hpcmem_trace_tid();
+      /* the cached stacks were another thread's, on its stack */
+      _hpcmem_scache_clear(b->cache, (uint32_t)G.depth);
       return t_buf = b;
     }
   }
-  size_t head = sizeof(hmt_tbuf_t) + (G.depth + 16) * sizeof(uint64_t);
+  size_t nframes = (size_t)G.depth + HMT_CAPTURE_EXTRA;
+  size_t head = sizeof(hmt_tbuf_t) + 2 * nframes * sizeof(uint64_t);
   head = (head + 63) & ~(size_t)63;
-  hmt_tbuf_t *b = _hpcmem_trace_alloc(head + G.bufsize);
+  size_t csize = (_hpcmem_scache_size((uint32_t)G.depth) + 63) & ~(size_t)63;
+  hmt_tbuf_t *b = _hpcmem_trace_alloc(head + csize + G.bufsize);
   if (!b) return NULL;
   memset(b, 0, sizeof *b);
-  b->buf = (uint8_t *)b + head;
+  b->slots = b->frames + nframes;
+  b->cache = (hmt_scache_t *)((uint8_t *)b + head);
+  _hpcmem_scache_clear(b->cache, (uint32_t)G.depth);
+  b->buf = (uint8_t *)b + head + csize;
   b->cap = G.bufsize;
   b->in_use = 1;
   b->tid = _hpcmem_trace_tid();
@@ -348,7 +358,8 @@ static void append(hmt_tbuf_t *b, unsigned kind, int sys, uint64_t t, uint64_t p
   b->records++;
   if (pos == b->flushed || b->first_time == 0) b->first_time = t;
   __atomic_store_n(&b->committed, (size_t)(p - b->buf), __ATOMIC_RELEASE);
-  STAT_ADD(events, 1);
+  /* the owner's own counter: a shared one would bounce between cores */
+  __atomic_store_n(&b->events, b->events + 1, __ATOMIC_RELAXED);
   if (G.final || t - b->first_time > HMT_FLUSH_AGE_NS) owner_flush(b);
 }
 
@@ -374,14 +385,11 @@ __attribute__((noinline, optimize("no-omit-frame-pointer"))) void _hpcmem_trace_
   /* realloc to size 0 frees: no stack to keep */
   if (hmt_is_alloc(k) && G.depth > 0 && !(k == HPCMEM_EV_REALLOC && !ptr)) {
     b->capturing = 1;
-    uint32_t depth = _hpcmem_stack_capture(b->frames, (uint32_t)G.depth, from);
+    stack = _hpcmem_stack_get(b->cache, b->frames, b->slots, (uint32_t)G.depth, from, __builtin_frame_address(0), &def);
     b->capturing = 0;
-    if (depth) {
-      stack = _hpcmem_stack_intern(b->frames, depth, &def);
-      if (def.n) {
-        STAT_ADD(stacks, 1);
-        _hpcmem_tfile_check_modules(1);  /* a dlopen'ed object shows up in new stacks first */
-      }
+    if (def.n) {
+      STAT_ADD(stacks, 1);
+      _hpcmem_tfile_check_modules(1);  /* a dlopen'ed object shows up in new stacks first */
     }
   }
   append(b, k, sys, clk_now(), (uintptr_t)ptr, (uintptr_t)old_ptr, size, align, stack, def.n ? &def : NULL);
@@ -394,6 +402,8 @@ static void fill_stats(hpcmem_trace_stats_t *o) {
 #define HMT_TRACE_STAT_(name, help) o->name = __atomic_load_n(&S.name, __ATOMIC_RELAXED);
   HMT_FLUSH_FIELDS(HMT_TRACE_STAT_)
 #undef HMT_TRACE_STAT_
+  for (hmt_tbuf_t *b = __atomic_load_n(&G.all, __ATOMIC_ACQUIRE); b; b = b->next)
+    o->events += __atomic_load_n(&b->events, __ATOMIC_RELAXED);
   o->stacks = _hpcmem_stack_count();
   o->memory_bytes = _hpcmem_trace_alloc_bytes();
 }
@@ -461,6 +471,7 @@ static void after_fork_child(void) {
     b->records = b->records_flushed = 0;
     b->base = b->enc;
     b->first_time = 0;
+    b->events = 0;
     if (b != t_buf) b->in_use = 0;
     else b->tid = _hpcmem_trace_tid();
   }
