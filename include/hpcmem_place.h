@@ -180,10 +180,12 @@ typedef struct hpcmem_place_stats {
   uint64_t commits;        /**< hpcmem_commit calls that placed something */
   uint64_t epoch;          /**< current epoch (starts at 0) */
   uint64_t pending;        /**< requests waiting for a commit */
-  uint64_t moved_bytes;    /**< bytes already touched when committed (migrated) */
+  uint64_t moved_bytes;    /**< bytes touched before their commit: bound with MPOL_MF_MOVE, which
+                                migrates the pages not on a decided node */
   uint64_t commit_ns;      /**< time spent in hpcmem_commit */
   uint64_t fallback_bytes; /**< bytes placed outside their preferred class */
   uint64_t bind_failures;  /**< mbind refusals (nodes the kernel lacks) */
+  uint64_t move_ns;        /**< part of commit_ns spent binding touched ranges (the migration's cost) */
 } hpcmem_place_stats_t;
 
 /** @return 0, or -EINVAL if out is NULL. */

@@ -23,9 +23,22 @@
 #include "place/place.h"
 #include <string.h>
 
+/* The canonical order: priority (high first), size (small first), then the
+ * rest of what was asked, so that two different requests never fall back
+ * on their arrival numbers (a fixed-shape ERROR request that fits only
+ * before another one would otherwise win or lose by arriving first).  The
+ * arrival number orders only requests identical in every field. */
 static int req_before(const hpcmem_place_req_t *a, const hpcmem_place_req_t *b) {
   if (a->priority != b->priority) return a->priority > b->priority;
   if (a->size != b->size) return a->size < b->size;
+  if (a->split != b->split) return a->split < b->split;
+  if (a->mismatch != b->mismatch) return a->mismatch < b->mismatch;
+  if (a->split == HPCMEM_SPLIT_CHUNK && a->chunk != b->chunk) return a->chunk < b->chunk;
+  if (a->ntargets != b->ntargets) return a->ntargets < b->ntargets;
+  for (int t = 0; t < a->ntargets; t++) {
+    if (a->targets[t].cls != b->targets[t].cls) return a->targets[t].cls < b->targets[t].cls;
+    if (a->targets[t].nodes != b->targets[t].nodes) return a->targets[t].nodes < b->targets[t].nodes;
+  }
   return a->id < b->id;
 }
 

@@ -207,7 +207,7 @@ static int bind_rec(rec_t *rec) {
   hpcmem_place_req_t *r = &rec->req;
   uint64_t page = page_size();
   uint64_t res = rec->mapping == HPCMEM_MAP_ON_COMMIT ? resident_bytes(rec->base, r->size) : 0;
-  if (res) stats.moved_bytes += res;
+  uint64_t t0 = res ? _hpcmem_prim_now_ns() : 0;
   int err = 0;
   long count = _hpcmem_place_piece_count(r, page);
   hpcmem_place_piece_t pc;
@@ -215,6 +215,10 @@ static int bind_rec(rec_t *rec) {
     _hpcmem_place_piece(r, i, &pc, page);
     int rc = bind_piece(rec->base, &pc, r->mismatch, res != 0);
     if (rc != 0 && !err) err = rc;
+  }
+  if (res) {   /* the migration's cost: what was touched, and the time its binding took */
+    stats.moved_bytes += res;
+    stats.move_ns += _hpcmem_prim_now_ns() - t0;
   }
   if (err) stats.bind_failures++;
   uint64_t pref = r->ntargets ? r->bytes[0] : r->size;

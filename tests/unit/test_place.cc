@@ -8,13 +8,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <algorithm>
+#include <fstream>
+#include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 extern "C" {
 #include "hpcmem_place.h"
 #include "place/place.h"
 #include "topo/topo.h"
+#include "util/options.h"
 }
+extern char **environ;
 
 namespace {
 
@@ -427,6 +432,9 @@ TEST_F(hpcmem_where_, on_commit_touched_before_commit_is_moved_and_counted) {
   hpcmem_place_stats_t st;
   hpcmem_place_stats(&st);
   EXPECT_EQ(st.moved_bytes, 256u * 1024);
+  EXPECT_GT(st.move_ns, 0u);
+  EXPECT_GE(st.commit_ns, st.move_ns);
+  uint64_t move_ns = st.move_ns;
   EXPECT_EQ(st.epoch, 1u);
   EXPECT_EQ(st.pending, 0u);
   ASSERT_EQ(hpcmem_where(p, MiB, w, 2), 1);
@@ -442,6 +450,9 @@ TEST_F(hpcmem_where_, on_commit_touched_before_commit_is_moved_and_counted) {
   ASSERT_EQ(hpcmem_where(r, MiB, w, 2), 1);
   EXPECT_EQ(w[0].epoch, 1);
   ASSERT_EQ(hpcmem_commit(HPCMEM_COMMIT_EPOCH), 0);
+  hpcmem_place_stats(&st);
+  EXPECT_EQ(st.moved_bytes, 256u * 1024);   // r was never touched: nothing to move
+  EXPECT_EQ(st.move_ns, move_ns);
   EXPECT_EQ(hpcmem_commit(HPCMEM_COMMIT_EPOCH), -ENODATA);
   ASSERT_EQ(hpcmem_commit(HPCMEM_COMMIT_ALL), 0);
   hpcmem_place_stats(&st);
@@ -453,6 +464,281 @@ TEST_F(hpcmem_where_, on_commit_touched_before_commit_is_moved_and_counted) {
   for (char *x : {p, q, r}) EXPECT_EQ(hpcmem_place_free(x), 0);
   ASSERT_GE(hpcmem_classes(c, 1), 1);
   EXPECT_EQ(c[0].used, 0u);
+}
+
+// ---- order independence over many random request sets ----
+
+// A random request on the KNL (DRAM 0-3, HBM 4-7): 1-3 targets among
+// whole classes and single nodes, any split, both mismatch modes.
+hpcmem_place_req_t random_req(std::mt19937_64 &g) {
+  const uint64_t page = 4096;
+  static const hpcmem_place_target_t pool[] = {
+      {HPCMEM_CLASS_HBM, HBM_NODES}, {HPCMEM_CLASS_DRAM, DRAM_NODES}, {HPCMEM_CLASS_HBM, 1ULL << 4},
+      {HPCMEM_CLASS_HBM, 1ULL << 6}, {HPCMEM_CLASS_DRAM, 1ULL << 1}, {HPCMEM_CLASS_NEAR, 0x11}};
+  hpcmem_place_req_t r;
+  memset(&r, 0, sizeof r);
+  // sizes from a few pages to 40 MiB, with repeats (identical requests are the hard case)
+  static const uint64_t sizes[] = {16 * page, MiB, 3 * MiB, 8 * MiB, 8 * MiB + 64 * page, 20 * MiB, 40 * MiB};
+  r.size = sizes[g() % 7];
+  r.priority = (int)(g() % 3);
+  r.split = (int)(g() % 4);
+  r.chunk = MiB;
+  r.mismatch = (int)(g() % 2);
+  r.ntargets = 1 + (int)(g() % 3);
+  for (int t = 0; t < r.ntargets; t++) r.targets[t] = pool[g() % 6];
+  return r;
+}
+
+std::string outcome(const hpcmem_place_req_t &r) {
+  std::ostringstream o;
+  o << "failed " << r.failed << " bytes";
+  for (int t = 0; t < r.ntargets; t++) o << " " << r.bytes[t];
+  o << " charged";
+  for (int nd = 0; nd < 8; nd++) o << " " << r.charged[nd];
+  return o.str();
+}
+
+TEST_F(place_decide, random_request_sets_same_decision_in_any_order) {
+  std::mt19937_64 g(7);
+  std::vector<char> scratch(HPCMEM_PLACE_SCRATCH);
+  int cases_with_failures = 0, cases_with_splits = 0;
+  for (int c = 0; c < 300; c++) {
+    int n = 2 + (int)(g() % 11);
+    std::vector<hpcmem_place_req_t> base;
+    for (int i = 0; i < n; i++) base.push_back(random_req(g));
+    if (g() % 3 == 0) base.push_back(base[0]);   // an identical twin
+    n = (int)base.size();
+    uint64_t free0[HPCMEM_PLACE_NODES] = {0};
+    for (int nd = 0; nd < 4; nd++) free0[nd] = 24 * MiB;      // DRAM scarce too: later rounds matter
+    for (int nd = 4; nd < 8; nd++) free0[nd] = 6 * MiB;
+    std::vector<hpcmem_place_req_t> first;
+    std::vector<uint64_t> first_left;
+    std::vector<int> perm(n);
+    for (int i = 0; i < n; i++) perm[i] = i;
+    for (int k = 0; k < 12; k++) {
+      if (k) std::shuffle(perm.begin(), perm.end(), g);
+      // arrival order = perm: ids are arrival numbers, as in hpcmem_place_alloc
+      std::vector<hpcmem_place_req_t> work(n);
+      std::vector<hpcmem_place_req_t *> ptr(n);
+      for (int pos = 0; pos < n; pos++) {
+        work[pos] = base[perm[pos]];
+        work[pos].id = (uint64_t)pos;
+        ptr[pos] = &work[pos];
+      }
+      uint64_t fr[HPCMEM_PLACE_NODES];
+      memcpy(fr, free0, sizeof fr);
+      _hpcmem_place_decide(ptr.data(), n, fr, scratch.data(), 4096);
+      std::vector<hpcmem_place_req_t> got(n);
+      for (int pos = 0; pos < n; pos++) got[perm[pos]] = work[pos];
+      if (k == 0) {
+        first = got;
+        first_left.assign(fr, fr + HPCMEM_PLACE_NODES);
+        for (auto &r : got) {
+          cases_with_failures += r.failed;
+          cases_with_splits += r.ntargets > 1 && r.bytes[0] && r.bytes[0] < r.size;
+        }
+        continue;
+      }
+      EXPECT_TRUE(std::equal(fr, fr + HPCMEM_PLACE_NODES, first_left.begin())) << "case " << c << " order " << k;
+      // per request: failed, bytes per target, bytes charged per node.  Twins
+      // (identical in every field) may trade outcomes with the arrival order;
+      // as a set they must be the same.
+      for (int i = 0; i < n; i++) {
+        std::vector<std::string> want, have;
+        for (int j = 0; j < n; j++)
+          if (memcmp(&base[j], &base[i], sizeof base[i]) == 0) {
+            want.push_back(outcome(first[j]));
+            have.push_back(outcome(got[j]));
+          }
+        std::sort(want.begin(), want.end());
+        std::sort(have.begin(), have.end());
+        EXPECT_EQ(have, want) << "case " << c << " order " << k << " request " << i;
+      }
+    }
+  }
+  // the sets were hard enough: some ERROR requests failed, some requests were split
+  EXPECT_GT(cases_with_failures, 0);
+  EXPECT_GT(cases_with_splits, 0);
+}
+
+// ---- huge pages for large placed allocations ----
+
+// The smaps entry of the mapping holding p: its VmFlags line and THPeligible.
+struct Smaps {
+  bool found = false, hg = false, nh = false;
+  int thp_eligible = -1;
+};
+
+Smaps smaps_of(const void *p) {
+  std::ifstream f("/proc/self/smaps");
+  std::string line;
+  Smaps s;
+  bool in = false;
+  uintptr_t a = (uintptr_t)p;
+  while (std::getline(f, line)) {
+    // a mapping's header: "lo-hi perms offset dev inode path" (lowercase hex);
+    // its fields follow as "Name: value"
+    size_t dash = line.find('-'), space = line.find(' ');
+    if (!line.empty() && isxdigit((unsigned char)line[0]) && !isupper((unsigned char)line[0]) &&
+        dash != std::string::npos && dash < space) {
+      uintptr_t lo = std::stoull(line.substr(0, dash), nullptr, 16);
+      uintptr_t hi = std::stoull(line.substr(dash + 1, space - dash - 1), nullptr, 16);
+      in = a >= lo && a < hi;
+      s.found |= in;
+      continue;
+    }
+    if (!in) continue;
+    if (line.rfind("THPeligible:", 0) == 0) s.thp_eligible = atoi(line.c_str() + 12);
+    if (line.rfind("VmFlags:", 0) == 0) {
+      std::istringstream v(line.substr(8));
+      std::string fl;
+      while (v >> fl) {
+        s.hg |= fl == "hg";
+        s.nh |= fl == "nh";
+      }
+    }
+  }
+  return s;
+}
+
+// "always [madvise] never" -> "madvise"; "" when the kernel has no THP.
+std::string thp_mode() {
+  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string all;
+  std::getline(f, all);
+  size_t a = all.find('['), b = all.find(']');
+  return a == std::string::npos || b == std::string::npos ? "" : all.substr(a + 1, b - a - 1);
+}
+
+TEST_F(hpcmem_place_alloc_, large_requests_ask_for_huge_pages) {
+  std::string mode = thp_mode();
+  if (mode.empty() || mode == "never")
+    GTEST_SKIP() << "transparent huge pages are " << (mode.empty() ? "not in this kernel" : "disabled (never)");
+  real();
+  char thp_on[] = "HPCMEM_THP=1";   // the default, whatever the caller's environment says
+  char *env[] = {thp_on, nullptr};
+  _hpcmem_options_load(env);
+  hpcmem_place_attr_t a = attr({{HPCMEM_CLASS_DRAM, 0}}, HPCMEM_SPLIT_OS, HPCMEM_MAP_IMMEDIATE,
+                               HPCMEM_MISMATCH_FALLBACK, 1);
+  const size_t page = 4096;
+  // from 2 MiB (one PMD huge page on x86-64) on: aligned to it and MADV_HUGEPAGE
+  for (size_t size : {2 * MiB, 8 * MiB + page}) {
+    char *p = (char *)hpcmem_place_alloc(size, &a);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ((uintptr_t)p % (2 * MiB), 0u) << size;
+    memset(p, 1, size);
+    Smaps s = smaps_of(p);
+    ASSERT_TRUE(s.found);
+    EXPECT_TRUE(s.hg) << size << " bytes: no \"hg\" in VmFlags";
+    if (s.thp_eligible >= 0) {   // kernels since 5.x print it
+      EXPECT_EQ(s.thp_eligible, 1) << size;
+    }
+    Smaps end = smaps_of(p + size - 1);   // the whole range, not just its start
+    EXPECT_TRUE(end.hg);
+    EXPECT_EQ(hpcmem_place_free(p), 0);
+  }
+  // below 2 MiB: ordinary pages (no madvise)
+  char *q = (char *)hpcmem_place_alloc(2 * MiB - page, &a);
+  ASSERT_NE(q, nullptr);
+  Smaps s = smaps_of(q);
+  ASSERT_TRUE(s.found);
+  EXPECT_FALSE(s.hg);
+  EXPECT_EQ(hpcmem_place_free(q), 0);
+  _hpcmem_options_load(environ);
+}
+
+TEST_F(hpcmem_place_alloc_, no_huge_pages_with_HPCMEM_THP_0) {
+  std::string mode = thp_mode();
+  if (mode.empty() || mode == "never")
+    GTEST_SKIP() << "transparent huge pages are " << (mode.empty() ? "not in this kernel" : "disabled (never)");
+  real();
+  char thp_off[] = "HPCMEM_THP=0";
+  char *env[] = {thp_off, nullptr};
+  _hpcmem_options_load(env);
+  char *p = (char *)hpcmem_place_alloc(4 * MiB, nullptr);
+  _hpcmem_options_load(environ);
+  ASSERT_NE(p, nullptr);
+  Smaps s = smaps_of(p);
+  ASSERT_TRUE(s.found);
+  EXPECT_FALSE(s.hg);
+  EXPECT_EQ(hpcmem_place_free(p), 0);
+}
+
+// ---- the remaining documented errors ----
+
+TEST_F(hpcmem_place_alloc_, bad_attribute_fields_and_limits) {
+  real();
+  hpcmem_place_attr_t a;
+  hpcmem_place_attr_init(&a);
+  ASSERT_EQ(hpcmem_place_attr_add(&a, HPCMEM_CLASS_DRAM, HPCMEM_INDEX_ALL), 0);
+  hpcmem_place_attr_t b = a;
+  b.nclasses = HPCMEM_PLACE_MAX_CLASSES + 1;   // written by hand
+  errno = 0;
+  EXPECT_EQ(hpcmem_place_alloc(MiB, &b), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  b.nclasses = -1;
+  EXPECT_EQ(hpcmem_place_alloc(MiB, &b), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(hpcmem_place_attr_add(&b, HPCMEM_CLASS_DRAM, 0), -ENOSPC);
+  b = a;
+  b.priority = 1000001;
+  EXPECT_EQ(hpcmem_place_alloc(MiB, &b), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  b.priority = 1000000;   // the top of the range is allowed
+  void *ok = hpcmem_place_alloc(MiB, &b);
+  EXPECT_NE(ok, nullptr);
+  EXPECT_EQ(hpcmem_place_free(ok), 0);
+  // no address space for it
+  EXPECT_EQ(hpcmem_place_alloc((size_t)1 << 60, &a), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  // 1024 live placed allocations, then ENOMEM; a free makes room again
+  a.mapping = HPCMEM_MAP_ON_COMMIT;
+  std::vector<void *> live;
+  for (int i = 0; i < HPCMEM_PLACE_MAX_REQS; i++) {
+    void *p = hpcmem_place_alloc(4096, &a);
+    ASSERT_NE(p, nullptr) << i;
+    live.push_back(p);
+  }
+  EXPECT_EQ(hpcmem_place_alloc(4096, &a), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  EXPECT_EQ(hpcmem_place_free(live.back()), 0);
+  live.pop_back();
+  void *again = hpcmem_place_alloc(4096, &a);
+  EXPECT_NE(again, nullptr);
+  live.push_back(again);
+  hpcmem_place_stats_t st;
+  ASSERT_EQ(hpcmem_place_stats(&st), 0);
+  EXPECT_EQ(st.pending, (uint64_t)HPCMEM_PLACE_MAX_REQS);
+  for (void *p : live) ASSERT_EQ(hpcmem_place_free(p), 0);
+  ASSERT_EQ(hpcmem_place_stats(&st), 0);
+  EXPECT_EQ(st.pending, 0u);
+  EXPECT_EQ(hpcmem_place_stats(NULL), -EINVAL);
+  EXPECT_EQ(hpcmem_commit(HPCMEM_COMMIT_EPOCH), -ENODATA);   // they were freed before any commit
+}
+
+TEST_F(hpcmem_place_alloc_, free_needs_the_start_of_the_range) {
+  real();
+  char *p = (char *)hpcmem_place_alloc(3 * 4096, nullptr);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(hpcmem_place_free(p + 4096), -EINVAL);
+  hpcmem_where_t w;
+  EXPECT_EQ(hpcmem_where(p, 3 * 4096, &w, 1), 1);   // still there
+  EXPECT_EQ(hpcmem_place_free(p), 0);
+  EXPECT_EQ(hpcmem_where(p, 1, &w, 1), -ENOENT);
+}
+
+TEST_F(hpcmem_where_, bad_input) {
+  real();
+  char *p = (char *)hpcmem_place_alloc(2 * 4096, nullptr);
+  ASSERT_NE(p, nullptr);
+  hpcmem_where_t w[2];
+  EXPECT_EQ(hpcmem_where(p, 0, w, 2), -EINVAL);            // len 0
+  EXPECT_EQ(hpcmem_where(p, 4096, NULL, 1), -EINVAL);      // out NULL with max > 0
+  EXPECT_EQ(hpcmem_where(p, 4096, w, -1), -EINVAL);
+  EXPECT_EQ(hpcmem_where(p, 4096, NULL, 0), 1);            // counting only
+  EXPECT_EQ(hpcmem_where(p + 4096, 4097, w, 2), -ENOENT);  // runs past the end
+  EXPECT_EQ(hpcmem_where(p - 1, 2, w, 2), -ENOENT);        // starts before it
+  EXPECT_EQ(hpcmem_place_free(p), 0);
 }
 
 }  // namespace
