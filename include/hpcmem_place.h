@@ -93,7 +93,10 @@ int hpcmem_place_attr_add(hpcmem_place_attr_t *a, int cls, int index);
 /**
  * Allocate @p size bytes (rounded up to pages) with placement attributes
  * (NULL: the defaults).  The address is valid at once; the pages' class is
- * fixed now (IMMEDIATE) or at the next hpcmem_commit (ON_COMMIT).
+ * fixed now (IMMEDIATE) or at the next hpcmem_commit (ON_COMMIT).  From
+ * 2 MiB on, the range is 2 MiB-aligned and advised for transparent huge
+ * pages (unless HPCMEM_THP=0).  Under MPI the free capacity is the node's:
+ * what the other ranks of the node placed counts (docs/placement.md).
  * @return the range, or NULL with errno: EINVAL (size 0, bad attribute
  *   field, chunk size not a page multiple), ENODEV (class absent, or
  *   MISMATCH_ERROR and the kernel cannot bind those nodes), ERANGE (index out
