@@ -127,8 +127,10 @@ int _hpcmem_place_share_start(void) {
   rc = PMPI_Win_shared_query(win, 0, &size, &unit, &seg);
   /* a passive-target epoch for the whole life of the window: the hooks
    * then read and write it directly, synchronised by their atomics */
+  int locked = 0;
   if (rc == MPI_SUCCESS) rc = PMPI_Win_lock_all(MPI_MODE_NOCHECK, win);
-  if (rc == MPI_SUCCESS && me == 0) {
+  if (rc == MPI_SUCCESS) locked = 1;
+  if (rc == MPI_SUCCESS && me == 0 && seg) {
     memset(seg, 0, (size_t)size);
     seg->nranks = (uint32_t)n;
     PMPI_Win_sync(win);
@@ -136,9 +138,11 @@ int _hpcmem_place_share_start(void) {
   /* every rank must agree, or the collective free at the end would hang */
   int ok = rc == MPI_SUCCESS && seg && (size_t)size >= sizeof(seg_t) + sizeof(uint64_t) * HPCMEM_PLACE_NODES * (size_t)n;
   int all = 0;
-  rc = PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, node);
+  int rc2 = PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, node);
+  if (rc == MPI_SUCCESS) rc = rc2;
   if (rc != MPI_SUCCESS || !all) {
     _hpcmem_warn("placement: node-shared window unusable (MPI error %d): each rank sees only its own usage", rc);
+    if (locked) PMPI_Win_unlock_all(win);
     PMPI_Win_free(&win);
     return -EIO;
   }
