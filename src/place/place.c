@@ -514,7 +514,11 @@ void _hpcmem_place_set_share(const hpcmem_place_share_t *s) {
   _hpcmem_lock(&lock);
   if (s) share = *s;
   else memset(&share, 0, sizeof share);
-  publish();   /* what this process placed before the node could see it */
+  /* what this process placed before the node could see it: an increase
+   * for the others, so under the node lock like a decision */
+  int held = node_lock();
+  publish();
+  node_unlock(held);
   _hpcmem_unlock(&lock);
 }
 

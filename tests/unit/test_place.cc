@@ -263,6 +263,16 @@ TEST_F(hpcmem_commit_, error_mode_without_capacity_fails_that_request_only) {
   ASSERT_EQ(hpcmem_where(p, 32 * MiB, w, 4), 1);
   EXPECT_EQ(w[0].cls, HPCMEM_CLASS_HBM);
   EXPECT_EQ(w[0].state, HPCMEM_PLACE_FAILED);
+  // a refused request holds no HBM, however often it is decided again
+  hpcmem_class_info_t c[2];
+  for (int round = 0; round < 2; round++) {
+    ASSERT_EQ(hpcmem_classes(c, 2), 2);
+    EXPECT_EQ(c[1].used, 0u) << "round " << round;
+    EXPECT_EQ(hpcmem_commit(HPCMEM_COMMIT_ALL), -ENODEV);
+  }
+  EXPECT_EQ(hpcmem_place_free(p), 0);
+  ASSERT_EQ(hpcmem_classes(c, 2), 2);
+  EXPECT_EQ(c[1].used, 0u);
 }
 
 TEST_F(hpcmem_place_alloc_, bad_input) {
@@ -384,6 +394,52 @@ TEST_F(place_decide, node_usage_hook_shrinks_spill_over) {
   uint64_t mine[HPCMEM_PLACE_NODES];
   _hpcmem_place_local_usage(mine, HPCMEM_PLACE_NODES);
   EXPECT_EQ(mine[4] + mine[5] + mine[6] + mine[7], 16 * MiB);
+}
+
+// What the MPI layer's node-wide table sees: every decision inside the
+// node lock, this process's usage published after each change.
+struct ShareLog {
+  int locks = 0, unlocks = 0, publishes = 0, published_unlocked = 0;
+  bool held = false;
+  uint64_t row[HPCMEM_PLACE_NODES] = {0};
+} share_log;
+int log_lock() { share_log.locks++; share_log.held = true; return 0; }
+void log_unlock() { share_log.unlocks++; share_log.held = false; }
+void log_publish(const uint64_t *mine, int n) {
+  share_log.publishes++;
+  if (!share_log.held) share_log.published_unlocked++;
+  for (int i = 0; i < n && i < HPCMEM_PLACE_NODES; i++) share_log.row[i] = mine[i];
+}
+
+TEST_F(place_decide, share_table_sees_decisions_under_the_lock_and_every_change) {
+  real();
+  share_log = ShareLog();
+  hpcmem_place_share_t ops = {nullptr, log_publish, log_lock, log_unlock};
+  _hpcmem_place_set_share(&ops);
+  EXPECT_EQ(share_log.publishes, 1);   // installing publishes what is already placed
+  int locks = share_log.locks;
+  hpcmem_place_attr_t a = attr({{HPCMEM_CLASS_DRAM, 0}}, HPCMEM_SPLIT_OS, HPCMEM_MAP_IMMEDIATE,
+                               HPCMEM_MISMATCH_FALLBACK, 1);
+  void *p = hpcmem_place_alloc(3 * MiB, &a);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(share_log.row[0], 3 * MiB);
+  EXPECT_EQ(share_log.locks, locks + 1);
+  a.mapping = HPCMEM_MAP_ON_COMMIT;
+  void *q = hpcmem_place_alloc(MiB, &a);
+  EXPECT_EQ(share_log.row[0], 3 * MiB);   // pending: nothing placed yet
+  ASSERT_EQ(hpcmem_commit(HPCMEM_COMMIT_EPOCH), 0);
+  EXPECT_EQ(share_log.row[0], 4 * MiB);
+  EXPECT_EQ(share_log.published_unlocked, 0);   // decisions publish inside the lock
+  EXPECT_EQ(hpcmem_place_free(p), 0);
+  EXPECT_EQ(share_log.row[0], MiB);             // frees publish without it
+  EXPECT_EQ(hpcmem_place_free(q), 0);
+  EXPECT_EQ(share_log.row[0], 0u);
+  EXPECT_EQ(share_log.locks, share_log.unlocks);
+  EXPECT_EQ(share_log.locks, locks + 2);   // the IMMEDIATE allocation and the commit
+  int before = share_log.publishes;
+  _hpcmem_place_set_share(nullptr);   // removed: nothing reaches the table any more
+  EXPECT_NE(hpcmem_place_alloc(MiB, nullptr), nullptr);
+  EXPECT_EQ(share_log.publishes, before);
 }
 
 // ---- binding on this machine (node 0 exists for real) ----
