@@ -32,10 +32,19 @@
   X(shared_bytes,           SUM, "bytes live in the rank's part of the node-shared segment") \
   X(shared_peak_bytes,      MAX, "high-water mark of the rank's part of the node-shared segment")
 
+/* Placement (hexe, hpcmem_place_alloc): where this rank's placed memory went. */
+#define HPCMEM_RECORD_PLACE_FIELDS(X) \
+  X(place_dram_bytes,     SUM, "bytes placed in DRAM by hpcmem_place_alloc (live at the report)") \
+  X(place_hbm_bytes,      SUM, "bytes placed in high-bandwidth memory (live at the report)") \
+  X(place_nvm_bytes,      SUM, "bytes placed in NVM (live at the report)") \
+  X(place_fallback_bytes, SUM, "bytes placed outside their preferred class") \
+  X(place_moved_bytes,    SUM, "bytes touched before their commit and migrated")
+
 #define HPCMEM_RECORD_FIELDS(X) \
   HPCMEM_STATS_FIELDS(X) \
   HPCMEM_RECORD_EXTRA_FIELDS(X) \
-  HPCMEM_RECORD_SEGMENT_FIELDS(X)
+  HPCMEM_RECORD_SEGMENT_FIELDS(X) \
+  HPCMEM_RECORD_PLACE_FIELDS(X)
 
 enum {
 #define HPCMEM_REC_ENUM_(name, kind, help) HPCMEM_REC_##name,

@@ -67,4 +67,16 @@ void _hpcmem_rec_sample(hpcmem_rec_t *rec, int64_t rank, uint64_t node, uint64_t
     rec->v[seg_field[s][0]] = ss.current_bytes;
     rec->v[seg_field[s][1]] = ss.peak_bytes;
   }
+  hpcmem_class_info_t cls[4];
+  int ncls = hpcmem_classes(cls, 4);
+  for (int i = 0; i < ncls && i < 4; i++) {
+    if (cls[i].cls == HPCMEM_CLASS_DRAM) rec->v[HPCMEM_REC_place_dram_bytes] = cls[i].used;
+    else if (cls[i].cls == HPCMEM_CLASS_HBM) rec->v[HPCMEM_REC_place_hbm_bytes] = cls[i].used;
+    else if (cls[i].cls == HPCMEM_CLASS_NVM) rec->v[HPCMEM_REC_place_nvm_bytes] = cls[i].used;
+  }
+  hpcmem_place_stats_t ps;
+  if (hpcmem_place_stats(&ps) == 0) {
+    rec->v[HPCMEM_REC_place_fallback_bytes] = ps.fallback_bytes;
+    rec->v[HPCMEM_REC_place_moved_bytes] = ps.moved_bytes;
+  }
 }

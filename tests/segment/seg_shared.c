@@ -100,7 +100,9 @@ int main(int argc, char **argv) {
 
   /* a block the report will show: rank r keeps (r+1) MiB in the shared segment */
   void *kept = hpcmem_malloc_seg((size_t)(rank + 1) << 20, HPCMEM_SEG_SHARED);
-  (void)kept;
+  /* and (r+1) MiB placed in DRAM, for the report's placement fields */
+  void *placed = hpcmem_place_alloc((size_t)(rank + 1) << 20, NULL);
+  (void)kept; (void)placed;
   MPI_Finalize();
   return fails ? 1 : 0;
 }

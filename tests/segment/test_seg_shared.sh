@@ -1,7 +1,8 @@
 #!/bin/sh
 # The node-shared segment over MPI, 4 ranks on this host (tests/segment/seg_shared.c),
 # and its lines in the report at MPI_Finalize: the JSON has the per-segment
-# fields, each rank's shared peak is at least the (r+1) MiB it kept.
+# fields, each rank's shared peak is at least the (r+1) MiB it kept, and the
+# placement fields show the (r+1) MiB each rank placed in DRAM.
 np=4
 prog=$top_builddir/tests/segment/seg_shared
 tmp=$(mktemp -d)
@@ -25,6 +26,8 @@ for r in ranks:
     assert r["shared_peak_bytes"] >= (k + 1) << 20, (k, r["shared_peak_bytes"])
     assert r["shared_bytes"] >= (k + 1) << 20, (k, r["shared_bytes"])
     assert r["private_bytes"] + r["interleaved_bytes"] + r["shared_bytes"] <= r["current_bytes"] + 1, k
+    assert r["place_dram_bytes"] == (k + 1) << 20, (k, r["place_dram_bytes"])
+    assert r["place_hbm_bytes"] == 0 and r["place_fallback_bytes"] == 0, k
 PY
 then echo "[       OK ] seg_shared.report_fields"
 else echo "[  FAILED  ] seg_shared.report_fields (json '$json')"; fails=$((fails + 1)); fi
