@@ -176,21 +176,25 @@ int _hpcmem_seg_ready(int id) {
 /* ------------------------------------------------------------------ */
 /* blocks                                                               */
 
-static void count_alloc(hpcmem_segment_t *s, size_t usable) {
-  __atomic_add_fetch(&s->allocs, 1, __ATOMIC_RELAXED);
-  __atomic_add_fetch(&s->bytes_allocated, usable, __ATOMIC_RELAXED);
-  __atomic_add_fetch(&_hpcmem_seg_other_live, (int64_t)usable, __ATOMIC_RELAXED);
-  int64_t now = __atomic_add_fetch(&s->live, (int64_t)usable, __ATOMIC_RELAXED);
+/* Live bytes move by d (the segment's and the total of the non-private ones). */
+static void add_live(hpcmem_segment_t *s, int64_t d) {
+  __atomic_add_fetch(&_hpcmem_seg_other_live, d, __ATOMIC_RELAXED);
+  int64_t now = __atomic_add_fetch(&s->live, d, __ATOMIC_RELAXED);
   int64_t old = __atomic_load_n(&s->peak, __ATOMIC_RELAXED);
   while (now > old && !__atomic_compare_exchange_n(&s->peak, &old, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
   }
 }
 
+static void count_alloc(hpcmem_segment_t *s, size_t usable) {
+  __atomic_add_fetch(&s->allocs, 1, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&s->bytes_allocated, usable, __ATOMIC_RELAXED);
+  add_live(s, (int64_t)usable);
+}
+
 static void count_free(hpcmem_segment_t *s, size_t usable) {
   __atomic_add_fetch(&s->frees, 1, __ATOMIC_RELAXED);
   __atomic_add_fetch(&s->bytes_freed, usable, __ATOMIC_RELAXED);
-  __atomic_sub_fetch(&s->live, (int64_t)usable, __ATOMIC_RELAXED);
-  __atomic_sub_fetch(&_hpcmem_seg_other_live, (int64_t)usable, __ATOMIC_RELAXED);
+  add_live(s, -(int64_t)usable);
 }
 
 void *_hpcmem_seg_alloc(int id, size_t n, size_t align, int zero, size_t *usable) {
@@ -245,11 +249,7 @@ int _hpcmem_seg_resize(hpcmem_segment_t *s, void *p, size_t n, int64_t *delta) {
   int64_t d = (int64_t)after - (int64_t)before;
   if (d > 0) __atomic_add_fetch(&s->bytes_allocated, (uint64_t)d, __ATOMIC_RELAXED);
   else __atomic_add_fetch(&s->bytes_freed, (uint64_t)-d, __ATOMIC_RELAXED);
-  __atomic_add_fetch(&_hpcmem_seg_other_live, d, __ATOMIC_RELAXED);
-  int64_t now = __atomic_add_fetch(&s->live, d, __ATOMIC_RELAXED);
-  int64_t old = __atomic_load_n(&s->peak, __ATOMIC_RELAXED);
-  while (now > old && !__atomic_compare_exchange_n(&s->peak, &old, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-  }
+  add_live(s, d);
   *delta = d;
   return 0;
 }
