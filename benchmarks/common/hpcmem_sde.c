@@ -1,6 +1,7 @@
 #include "config.h"
 #include "hpcmem_sde.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -24,12 +25,17 @@ static int is_gauge(const char *name, const char *kind)
   return 0;
 }
 
+/* Found at run time: the programs that export these events are not linked
+ * with libhpcmem (they also run under other allocators), so the statistics
+ * exist only when libhpcmem is loaded (LD_PRELOAD or a linked program). */
+static int (*stats_fn)(hpcmem_stats_t *);
+
 static long long read_field(void *param)
 {
   hpcmem_stats_t s;
   size_t off = (size_t)(uintptr_t)param;
 
-  if (hpcmem_stats(&s) != 0)
+  if (stats_fn(&s) != 0)
     return 0;
   return (long long)*(const uint64_t *)((const char *)&s + off);
 }
@@ -49,7 +55,13 @@ static int init_result;
 static void register_all(void)
 {
   papi_handle_t h;
+  void *sym = dlsym(RTLD_DEFAULT, "hpcmem_stats");
 
+  if (sym == NULL) {
+    init_result = -ENOSYS;
+    return;
+  }
+  memcpy(&stats_fn, &sym, sizeof sym);
   h = papi_sde_init(HPCMEM_SDE_LIBRARY);
   if (h == NULL) {
     init_result = -EIO;

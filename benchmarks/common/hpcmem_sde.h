@@ -19,8 +19,11 @@ extern "C" {
  * mapped, retained bytes, largest request, peak time) are read as they
  * are; the growing counts are read as the change since PAPI_start.
  * Calling it again does nothing.
+ * hpcmem_stats() is looked up in the process (libhpcmem linked or
+ * preloaded), so programs using this need not link libhpcmem.
  * @return 0; -ENOSYS when this build has no PAPI SDE support (configure
- *         found no libpapi); -EIO when libsde refused a registration.
+ *         found no libpapi) or libhpcmem is not loaded; -EIO when libsde
+ *         refused a registration.
  */
 int hpcmem_sde_init(void);
 

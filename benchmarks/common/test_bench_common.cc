@@ -1,4 +1,7 @@
-// The benchmarks' shared helpers: parsing, cache size, counters.
+// The benchmarks' shared helpers: parsing, cache size, counters, and
+// libhpcmem's API found at run time (this test is linked with libhpcmem, so
+// libhpcmem is its malloc; the other side, another malloc, is checked by the
+// STREAM and miniFE scripts under glibc).
 #include <gtest/gtest.h>
 
 #include <papi.h>
@@ -7,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "bench_hpcmem.h"
 #include "bench_papi.h"
 #include "bench_util.h"
 #include "hpcmem.h"
@@ -119,6 +123,64 @@ TEST(bench_counters_start, ProcessWideEventCountedOnceOverThreads) {
   EXPECT_NE(std::string(bench_counters_format(c, buf, sizeof buf)).find("sde:::libhpcmem::alloc_count="),
             std::string::npos);
   bench_counters_free(c);
+}
+
+TEST(bench_malloc_provider, NamesTheLibraryOfMalloc) {
+  EXPECT_NE(std::string(bench_malloc_provider()).find("libhpcmem"), std::string::npos)
+      << bench_malloc_provider();
+}
+
+TEST(bench_hpcmem_get, FindsBothApisWhenLibhpcmemIsTheMalloc) {
+  const char *why = "untouched";
+  const bench_hpcmem_t *seg = bench_hpcmem_get(BENCH_HPCMEM_SEGMENTS, &why);
+  ASSERT_NE(seg, nullptr) << why;
+  const bench_hpcmem_t *place = bench_hpcmem_get(BENCH_HPCMEM_PLACEMENT, &why);
+  ASSERT_NE(place, nullptr) << why;
+  EXPECT_STREQ(why, "untouched");
+  // the pointers are libhpcmem's own functions
+  void *p = seg->malloc_seg(1 << 20, HPCMEM_SEG_INTERLEAVED);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(seg->seg_of(p), hpcmem_seg_of(p));
+  EXPECT_EQ(seg->seg_of(p), HPCMEM_SEG_INTERLEAVED);
+  EXPECT_STREQ(seg->seg_name(HPCMEM_SEG_SHARED), "shared");
+  EXPECT_EQ(seg->free_seg(p, HPCMEM_SEG_INTERLEAVED), 0);
+}
+
+TEST(bench_hpcmem_get, UnknownApiIsRefusedWithAReason) {
+  const char *why = nullptr;
+  EXPECT_EQ(bench_hpcmem_get(0, &why), nullptr);
+  ASSERT_NE(why, nullptr);
+  EXPECT_NE(std::string(why).find("unknown"), std::string::npos);
+  EXPECT_EQ(bench_hpcmem_get(BENCH_HPCMEM_SEGMENTS | BENCH_HPCMEM_PLACEMENT, nullptr), nullptr);
+}
+
+TEST(bench_place_describe, PendingUntilCommitThenBound) {
+  const bench_hpcmem_t *h = bench_hpcmem_get(BENCH_HPCMEM_PLACEMENT, nullptr);
+  ASSERT_NE(h, nullptr);
+  hpcmem_place_attr_t a;
+  ASSERT_EQ(h->place_attr_init(&a), 0);
+  ASSERT_EQ(h->place_attr_add(&a, HPCMEM_CLASS_DRAM, HPCMEM_INDEX_ALL), 0);
+  a.mapping = HPCMEM_MAP_ON_COMMIT;
+  const size_t bytes = 256 << 10;
+  void *p = h->place_alloc(bytes, &a);
+  ASSERT_NE(p, nullptr);
+  char line[256];
+  EXPECT_EQ(bench_place_describe(h, p, bytes, "x", line, sizeof line), 0);
+  EXPECT_NE(std::string(line).find("(pending)"), std::string::npos) << line;
+  ASSERT_EQ(h->commit(HPCMEM_COMMIT_EPOCH), 0);
+  EXPECT_EQ(bench_place_describe(h, p, bytes, "x", line, sizeof line), 1);
+  EXPECT_STREQ(line, "x: DRAM 256.00 KiB (bound)");
+  // a range that is no placed allocation
+  char stack[64];
+  EXPECT_EQ(bench_place_describe(h, stack, sizeof stack, "y", line, sizeof line), 0);
+  EXPECT_NE(std::string(line).find("hpcmem_where failed"), std::string::npos) << line;
+  // a short buffer is cut, not overrun
+  char tiny[8];
+  memset(tiny, 'Z', sizeof tiny);
+  bench_place_describe(h, p, bytes, "x", tiny, 6);
+  EXPECT_EQ(strlen(tiny), 5u);
+  EXPECT_EQ(tiny[7], 'Z');
+  EXPECT_EQ(h->place_free(p), 0);
 }
 
 }  // namespace

@@ -3,9 +3,11 @@
  *
  * The algorithm is McCalpin's STREAM (public); the code is ours.  What is
  * added: the arrays are allocated through a table of variants (plain
- * malloc, page-aligned malloc, the libhpcmem segments, hexe-style
- * placement priorities), each variant is validated, and every kernel's
- * bandwidth is printed next to plain malloc's from the same run. */
+ * malloc, page-aligned malloc, the three libhpcmem segments, hexe-style
+ * placement with Table I priorities), each variant is validated, and every
+ * kernel's bandwidth is printed next to plain malloc's from the same run.
+ * The binary is not linked with libhpcmem: it runs under every allocator,
+ * and the libhpcmem variants find its API at run time. */
 #include "config.h"
 
 #include <errno.h>
@@ -21,6 +23,7 @@
 #include <omp.h>
 #endif
 
+#include "bench_hpcmem.h"
 #include "bench_papi.h"
 #include "bench_util.h"
 
@@ -35,16 +38,27 @@ enum { ARR_A, ARR_B, ARR_C, NARRAYS };
 static const int table1_priority[NARRAYS] = {2, 1, 1};
 
 /* ------------------------------------------------------------------ */
-/* Allocation variants.  Adding the interleaved segment is one entry.  */
+/* Allocation variants: one table entry each.  The libhpcmem ones find the
+ * API at run time (bench_hpcmem.h): this binary also runs under glibc,
+ * jemalloc, tcmalloc and mimalloc, where they are skipped. */
 
 typedef struct variant {
-  const char *name;
-  const char *what;
-  /* NULL when the variant does not exist in this build; then `missing` says why */
+  const char *name, *alias, *what;
+  int needs;  /* 0, or the BENCH_HPCMEM_* API the variant calls */
   void *(*alloc)(size_t bytes, int array);
-  void (*release)(void *p, size_t bytes);
-  const char *missing;
+  void (*release)(void *p);
+  /* after the three allocations, before the first touch: 0 or -errno */
+  int (*after_alloc)(double *arr[NARRAYS], size_t bytes);
+  /* collective, after the timed run: print where the arrays live and check
+   * what the variant promises; 1 when it holds */
+  int (*after_run)(double *arr[NARRAYS], size_t n, int ntimes, double scalar);
 } variant_t;
+
+static int rank, nranks;
+static const bench_hpcmem_t *hp;  /* libhpcmem's API when it is the malloc */
+static MPI_Comm node_comm;        /* the ranks of this node */
+static size_t hbm_limit;          /* --hbm-limit; 0: none */
+static int verbose_where;         /* print hpcmem_where for every rank */
 
 static void *alloc_malloc(size_t bytes, int array)
 {
@@ -61,22 +75,180 @@ static void *alloc_aligned(size_t bytes, int array)
   return posix_memalign(&p, (size_t)2 << 20, bytes) == 0 ? p : NULL;
 }
 
-static void release_free(void *p, size_t bytes)
+static void release_free(void *p) { free(p); }
+
+static void *alloc_private(size_t bytes, int array) { (void)array; return hp->malloc_seg(bytes, HPCMEM_SEG_PRIVATE); }
+static void *alloc_interleaved(size_t bytes, int array) { (void)array; return hp->malloc_seg(bytes, HPCMEM_SEG_INTERLEAVED); }
+static void *alloc_shared(size_t bytes, int array) { (void)array; return hp->malloc_seg(bytes, HPCMEM_SEG_SHARED); }
+
+/* hpcmem_free_seg checks that the block is still in the segment it was made in */
+static void release_seg(void *p)
 {
-  (void)bytes;
-  free(p);
+  int seg = hp->seg_of(p);
+  if (hp->free_seg(p, seg) != 0)
+    fprintf(stderr, "stream: rank %d: hpcmem_free_seg(%p, %d) refused\n", rank, p, seg);
 }
 
-#define NO_SEGMENTS "needs the libhpcmem segment API (hpcmem_segment_alloc), not in this build"
-#define NO_PLACEMENT "needs the libhpcmem placement API (hpcmem_place_alloc), not in this build"
+static int check_segment(double *arr[NARRAYS], int seg, const char *label)
+{
+  int ok = 1, all_ok;
+  for (int i = 0; i < NARRAYS; i++)
+    if (hp->seg_of(arr[i]) != seg)
+      ok = 0;
+  MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (rank == 0)
+    printf("  %s: arrays in the %s segment: %s\n", label, hp->seg_name != NULL ? hp->seg_name(seg) : "?",
+           all_ok ? "yes (hpcmem_seg_of)" : "NO");
+  return all_ok;
+}
+
+static int after_run_private(double *arr[NARRAYS], size_t n, int ntimes, double scalar)
+{
+  (void)n; (void)ntimes; (void)scalar;
+  return check_segment(arr, HPCMEM_SEG_PRIVATE, "segment");
+}
+
+static int after_run_interleaved(double *arr[NARRAYS], size_t n, int ntimes, double scalar)
+{
+  hpcmem_seg_info_t info;
+  (void)n; (void)ntimes; (void)scalar;
+  if (rank == 0 && hp->seg_info(HPCMEM_SEG_INTERLEAVED, &info) == 0)
+    printf("  segment: pages interleaved over NUMA nodes %s\n", info.nodes);
+  return check_segment(arr, HPCMEM_SEG_INTERLEAVED, "segment");
+}
+
+static int validate(const double *a, const double *b, const double *c, size_t n,
+                    int ntimes, double scalar, double err_out[NARRAYS]);
+
+/* Every rank of the node can address every rank's arrays: each rank
+ * validates its right-hand neighbour's arrays through its own mapping,
+ * found from the offsets the neighbour published. */
+static int after_run_shared(double *arr[NARRAYS], size_t n, int ntimes, double scalar)
+{
+  hpcmem_seg_info_t info;
+  int node_rank, node_size, ok = 1, all_ok;
+  uint64_t mine[NARRAYS + 1], *offs;
+
+  MPI_Comm_rank(node_comm, &node_rank);
+  MPI_Comm_size(node_comm, &node_size);
+  ok = check_segment(arr, HPCMEM_SEG_SHARED, "segment");
+  if (hp->seg_info(HPCMEM_SEG_SHARED, &info) != 0)
+    memset(&info, 0, sizeof info);
+  for (int i = 0; i < NARRAYS; i++)
+    if (hp->seg_offset(arr[i], &mine[i]) != 0)
+      ok = 0;
+  mine[NARRAYS] = n;
+  offs = malloc(sizeof mine * node_size);
+  if (offs == NULL)
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  MPI_Allgather(mine, NARRAYS + 1, MPI_UINT64_T, offs, NARRAYS + 1, MPI_UINT64_T, node_comm);
+  const uint64_t *next = offs + (size_t)((node_rank + 1) % node_size) * (NARRAYS + 1);
+  const double *na = hp->seg_pointer(next[ARR_A]), *nb = hp->seg_pointer(next[ARR_B]),
+               *nc = hp->seg_pointer(next[ARR_C]);
+  double err[NARRAYS];
+  int neighbour_ok = na != NULL && nb != NULL && nc != NULL
+                     && validate(na, nb, nc, (size_t)next[NARRAYS], ntimes, scalar, err);
+  MPI_Allreduce(&neighbour_ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (rank == 0) {
+    printf("  segment: one mapping for the %d rank(s) of this node%s; rank %d's part at %p\n",
+           info.node_ranks, info.process_local ? " (process-local: not an MPI job)" : "",
+           info.node_rank, info.own_base);
+    printf("  neighbour check: each rank validated the next node rank's arrays through the shared mapping: %s\n",
+           all_ok ? "passed" : "FAILED");
+  }
+  free(offs);
+  /* nobody frees its arrays while a neighbour still reads them */
+  MPI_Barrier(node_comm);
+  int ok_all;
+  MPI_Allreduce(&ok, &ok_all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return ok_all && all_ok;
+}
+
+/* hexe Table I: lazily placed (ON_COMMIT), preferred HBM then DRAM, what
+ * does not fit spills over; a has priority 2, b and c priority 1.  Without
+ * HBM on the machine the class list is DRAM alone. */
+static int place_classes;  /* 1: DRAM only, 2: HBM then DRAM */
+
+static void *alloc_place(size_t bytes, int array)
+{
+  hpcmem_place_attr_t a;
+
+  hp->place_attr_init(&a);
+  place_classes = 1;
+  if (hp->place_attr_add(&a, HPCMEM_CLASS_HBM, HPCMEM_INDEX_ALL) == 0)
+    place_classes = 2;
+  if (hp->place_attr_add(&a, HPCMEM_CLASS_DRAM, HPCMEM_INDEX_ALL) != 0)
+    return NULL;
+  a.split = HPCMEM_SPLIT_SPILL_OVER;
+  a.mapping = HPCMEM_MAP_ON_COMMIT;
+  a.mismatch = HPCMEM_MISMATCH_FALLBACK;
+  a.priority = table1_priority[array];
+  return hp->place_alloc(bytes, &a);
+}
+
+static void release_place(void *p)
+{
+  if (hp->place_free(p) != 0)
+    fprintf(stderr, "stream: rank %d: hpcmem_place_free(%p) refused\n", rank, p);
+}
+
+static int commit_place(double *arr[NARRAYS], size_t bytes)
+{
+  (void)arr; (void)bytes;
+  int rc = hp->commit(HPCMEM_COMMIT_EPOCH);
+  if (rc != 0)
+    fprintf(stderr, "stream: rank %d: hpcmem_commit: %s\n", rank, strerror(-rc));
+  return rc;
+}
+
+static int after_run_place(double *arr[NARRAYS], size_t n, int ntimes, double scalar)
+{
+  static const char *const aname[NARRAYS] = {"a", "b", "c"};
+  enum { LINE = 400 };
+  char line[LINE], *all = NULL;
+  hpcmem_place_stats_t st;
+  int ok = 1, all_ok, used = 0;
+  (void)ntimes; (void)scalar;
+
+  for (int i = 0; i < NARRAYS && used < LINE; i++) {
+    char one[160];
+    ok &= bench_place_describe(hp, arr[i], n * sizeof(double), aname[i], one, sizeof one);
+    used += snprintf(line + used, LINE - used, "%s%s", i ? " | " : "", one);
+  }
+  if (hp->place_stats(&st) != 0)
+    memset(&st, 0, sizeof st);
+  if (rank == 0)
+    all = malloc((size_t)LINE * nranks);
+  MPI_Gather(line, LINE, MPI_CHAR, all, LINE, MPI_CHAR, 0, MPI_COMM_WORLD);
+  MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (rank == 0) {
+    printf("  placement: ON_COMMIT, %s, spill-over, fallback; priorities a=%d b=%d c=%d (hexe Table I)\n",
+           place_classes == 2 ? "HBM preferred then DRAM" : "DRAM (this machine has no HBM)",
+           table1_priority[ARR_A], table1_priority[ARR_B], table1_priority[ARR_C]);
+    printf("  commit (rank 0): %.3f ms, %llu bytes migrated (the arrays were not touched before it)\n",
+           1e-6 * (double)st.commit_ns, (unsigned long long)st.moved_bytes);
+    for (int r = 0; r < (verbose_where ? nranks : 1); r++)
+      printf("  rank %d: %s\n", r, all + (size_t)r * LINE);
+    if (!verbose_where && nranks > 1)
+      printf("  (--where prints every rank)\n");
+    if (!all_ok)
+      printf("  placement: some array was not placed (pending or failed)\n");
+  }
+  free(all);
+  return all_ok;
+}
 
 static const variant_t variants[] = {
-  {"malloc", "plain malloc", alloc_malloc, release_free, NULL},
-  {"malloc-aligned", "posix_memalign, 2 MiB aligned", alloc_aligned, release_free, NULL},
-  {"segment-private", "libhpcmem private segment", NULL, NULL, NO_SEGMENTS},
-  {"segment-interleaved", "libhpcmem interleaved segment", NULL, NULL, NO_SEGMENTS},
-  {"segment-shared", "libhpcmem node-shared segment", NULL, NULL, NO_SEGMENTS},
-  {"placement", "placement attributes with the hexe Table I priorities", NULL, NULL, NO_PLACEMENT},
+  {"malloc", "plain", "plain malloc", 0, alloc_malloc, release_free, NULL, NULL},
+  {"malloc-aligned", "aligned", "posix_memalign, 2 MiB aligned", 0, alloc_aligned, release_free, NULL, NULL},
+  {"segment-private", "private", "hpcmem_malloc_seg(HPCMEM_SEG_PRIVATE)", BENCH_HPCMEM_SEGMENTS,
+   alloc_private, release_seg, NULL, after_run_private},
+  {"segment-interleaved", "interleaved", "hpcmem_malloc_seg(HPCMEM_SEG_INTERLEAVED)", BENCH_HPCMEM_SEGMENTS,
+   alloc_interleaved, release_seg, NULL, after_run_interleaved},
+  {"segment-shared", "shared", "hpcmem_malloc_seg(HPCMEM_SEG_SHARED), the node-shared mapping",
+   BENCH_HPCMEM_SEGMENTS, alloc_shared, release_seg, NULL, after_run_shared},
+  {"placement", "place", "hpcmem_place_alloc with the hexe Table I priorities, then hpcmem_commit",
+   BENCH_HPCMEM_PLACEMENT, alloc_place, release_place, commit_place, after_run_place},
 };
 #define NVARIANTS ((int)(sizeof variants / sizeof variants[0]))
 
@@ -97,8 +269,6 @@ typedef struct result {
   double err[NARRAYS];
 } result_t;
 
-static int rank, nranks;
-
 static void usage(FILE *out)
 {
   fprintf(out,
@@ -107,10 +277,17 @@ static void usage(FILE *out)
     "                       default: --llc-factor x the last-level cache\n"
     "  --llc-factor=F       default array size as a multiple of the LLC (default 4)\n"
     "  --ntimes=N           repetitions of each kernel, best of N-1 reported (default 10, >= 2)\n"
-    "  --variants=LIST      comma-separated allocation variants (default: all):\n");
+    "  --alloc=LIST         comma-separated allocation variants, by name or short name (default: all):\n");
   for (int v = 0; v < NVARIANTS; v++)
-    fprintf(out, "                         %-20s %s\n", variants[v].name, variants[v].what);
+    fprintf(out, "                         %-20s %-12s %s%s\n", variants[v].name, variants[v].alias,
+            variants[v].what, variants[v].needs ? " [libhpcmem]" : "");
   fprintf(out,
+    "                       plain malloc always runs: the ratios are against it.  [libhpcmem]\n"
+    "                       variants need libhpcmem as the malloc (LD_PRELOAD=libhpcmem.so) and\n"
+    "                       are skipped, with a line saying so, under any other allocator\n"
+    "  --variants=LIST      the same as --alloc\n"
+    "  --hbm-limit=BYTES    placement: let libhpcmem use at most this much HBM (hpcmem_class_limit)\n"
+    "  --where              placement: print every rank's placement, not only rank 0's\n"
     "  --papi-events=LIST   PAPI events to count (default: cycles, instructions, cache and TLB misses)\n"
     "  --help\n");
 }
@@ -118,7 +295,8 @@ static void usage(FILE *out)
 static int find_variant(const char *name, size_t len)
 {
   for (int v = 0; v < NVARIANTS; v++)
-    if (strlen(variants[v].name) == len && strncmp(variants[v].name, name, len) == 0)
+    if ((strlen(variants[v].name) == len && strncmp(variants[v].name, name, len) == 0)
+        || (strlen(variants[v].alias) == len && strncmp(variants[v].alias, name, len) == 0))
       return v;
   return -1;
 }
@@ -129,7 +307,10 @@ static int parse_args(int argc, char **argv, options_t *o)
     {"array-size", required_argument, NULL, 's'},
     {"llc-factor", required_argument, NULL, 'f'},
     {"ntimes", required_argument, NULL, 'n'},
+    {"alloc", required_argument, NULL, 'v'},
     {"variants", required_argument, NULL, 'v'},
+    {"hbm-limit", required_argument, NULL, 'H'},
+    {"where", no_argument, NULL, 'w'},
     {"papi-events", required_argument, NULL, 'p'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -166,11 +347,15 @@ static int parse_args(int argc, char **argv, options_t *o)
     case 'v': {
       const char *s = optarg;
       memset(o->selected, 0, sizeof o->selected);
+      if (*s == '\0') {
+        fprintf(stderr, "stream: --alloc needs a list of variants (see --help)\n");
+        return -EINVAL;
+      }
       while (*s != '\0') {
         size_t len = strcspn(s, ",");
         int v = find_variant(s, len);
         if (v < 0) {
-          fprintf(stderr, "stream: unknown variant '%.*s' (see --help)\n", (int)len, s);
+          fprintf(stderr, "stream: unknown allocation variant '%.*s' (see --help)\n", (int)len, s);
           return -EINVAL;
         }
         o->selected[v] = 1;
@@ -180,6 +365,15 @@ static int parse_args(int argc, char **argv, options_t *o)
       }
       break;
     }
+    case 'H':
+      if (bench_parse_size(optarg, &hbm_limit) != 0 || hbm_limit == 0) {
+        fprintf(stderr, "stream: bad --hbm-limit '%s'\n", optarg);
+        return -EINVAL;
+      }
+      break;
+    case 'w':
+      verbose_where = 1;
+      break;
     case 'p':
       o->papi_events = optarg;
       break;
@@ -288,16 +482,24 @@ static int run_variant(const variant_t *v, const options_t *o, size_t n_local, s
   memset(res, 0, sizeof *res);
   if (t_local == NULL || t_global == NULL || t_max == NULL)
     ok = 0;
+  int err_no = 0;
   for (int i = 0; i < NARRAYS && ok; i++)
-    if ((arr[i] = v->alloc(bytes > 0 ? bytes : 1, i)) == NULL)
+    if ((arr[i] = v->alloc(bytes > 0 ? bytes : 1, i)) == NULL) {
+      err_no = errno;
       ok = 0;
+    }
+  if (ok && v->after_alloc != NULL && v->after_alloc(arr, bytes) != 0)
+    ok = 0;
   MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (!all_ok) {
+    if (!ok)
+      fprintf(stderr, "stream: variant %s: rank %d: allocation of 3 x %zu bytes failed%s%s\n", v->name, rank,
+              bytes, err_no ? ": " : "", err_no ? strerror(err_no) : "");
     if (rank == 0)
-      printf("variant %s: allocation of 3 x %zu bytes failed on some rank\n", v->name, bytes);
+      printf("\nvariant %s: allocation of 3 x %zu bytes failed on some rank\n", v->name, bytes);
     for (int i = 0; i < NARRAYS; i++)
       if (arr[i] != NULL)
-        v->release(arr[i], bytes);
+        v->release(arr[i]);
     free(t_local); free(t_global); free(t_max);
     return -ENOMEM;
   }
@@ -364,9 +566,6 @@ static int run_variant(const variant_t *v, const options_t *o, size_t n_local, s
 
   if (rank == 0) {
     printf("\nvariant %s (%s)\n", v->name, v->what);
-    if (strcmp(v->name, "placement") == 0)
-      printf("  priorities: a=%d b=%d c=%d\n", table1_priority[ARR_A], table1_priority[ARR_B],
-             table1_priority[ARR_C]);
     printf("  %-8s %12s %11s %11s %11s\n", "Function", "Best MB/s", "Avg time", "Min time", "Max time");
     for (int k = 0; k < NKERNELS; k++)
       printf("  %-8s %12.1f %11.6f %11.6f %11.6f\n", kernel_name[k], res->best_mbs[k],
@@ -386,8 +585,10 @@ static int run_variant(const variant_t *v, const options_t *o, size_t n_local, s
            res->valid ? "passed" : "FAILED", res->err[ARR_A], res->err[ARR_B], res->err[ARR_C]);
   }
   free(all);
+  if (v->after_run != NULL && !v->after_run(arr, n_local, o->ntimes, scalar))
+    res->valid = 0;
   for (int i = 0; i < NARRAYS; i++)
-    v->release(arr[i], bytes);
+    v->release(arr[i]);
   free(t_local); free(t_global); free(t_max);
   return 0;
 }
@@ -404,8 +605,8 @@ static void print_summary(const options_t *o, const result_t *res)
     if (!o->selected[v])
       continue;
     printf("  %-20s", variants[v].name);
-    if (variants[v].alloc == NULL) {
-      printf(" not available: %s\n", variants[v].missing);
+    if (variants[v].needs && bench_hpcmem_get(variants[v].needs, NULL) == NULL) {
+      printf(" skipped: needs libhpcmem as the malloc\n");
       continue;
     }
     if (!res[v].ran) {
@@ -454,6 +655,16 @@ int main(int argc, char **argv)
   size_t n_local = n_total / nranks + ((size_t)rank < n_total % nranks ? 1 : 0);
 
   bench_counters_t *ctr = bench_counters_new(o.papi_events);
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node_comm);
+  const char *why_seg = NULL, *why_place = NULL;
+  const bench_hpcmem_t *hp_seg = bench_hpcmem_get(BENCH_HPCMEM_SEGMENTS, &why_seg);
+  const bench_hpcmem_t *hp_place = bench_hpcmem_get(BENCH_HPCMEM_PLACEMENT, &why_place);
+  hp = hp_seg != NULL ? hp_seg : hp_place;
+  if (hbm_limit > 0 && hp_place != NULL) {
+    int lrc = hp_place->class_limit(HPCMEM_CLASS_HBM, hbm_limit);
+    if (rank == 0 && lrc != 0)
+      printf("note: --hbm-limit not applied: %s\n", lrc == -ENODEV ? "this machine has no HBM" : strerror(-lrc));
+  }
   if (rank == 0) {
     printf("STREAM (libhpcmem benchmarks): copy, scale, add, triad in double precision\n");
     printf("ranks %d, OpenMP threads per rank %d, repetitions %d (best of the last %d)\n",
@@ -466,16 +677,20 @@ int main(int argc, char **argv)
     if ((double)o.array_bytes < 4.0 * (double)llc)
       printf("note: arrays smaller than 4 x the last-level cache measure the cache, not memory\n");
     printf("%s\n", bench_counters_status(ctr));
+    printf("malloc of this process: %s\n", bench_malloc_provider());
   }
 
   memset(res, 0, sizeof res);
   for (int v = 0; v < NVARIANTS; v++) {
     if (!o.selected[v])
       continue;
-    if (variants[v].alloc == NULL) {
-      if (rank == 0)
-        printf("\nvariant %s: not available: %s\n", variants[v].name, variants[v].missing);
-      continue;
+    if (variants[v].needs) {
+      const char *why = variants[v].needs == BENCH_HPCMEM_SEGMENTS ? why_seg : why_place;
+      if (bench_hpcmem_get(variants[v].needs, NULL) == NULL) {
+        if (rank == 0)
+          printf("\nvariant %s: skipped: %s\n", variants[v].name, why);
+        continue;
+      }
     }
     if (run_variant(&variants[v], &o, n_local, n_total, ctr, &res[v]) != 0 || !res[v].valid)
       failed = 1;
@@ -483,6 +698,7 @@ int main(int argc, char **argv)
   if (rank == 0)
     print_summary(&o, res);
   bench_counters_free(ctr);
+  MPI_Comm_free(&node_comm);
   MPI_Finalize();
   return failed ? 1 : 0;
 }

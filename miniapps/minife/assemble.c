@@ -33,7 +33,7 @@ int minife_structure(const decomp_t *d, csr_t *A)
   if (d->nlocal >= INT32_MAX)
     return -EINVAL;
   A->nrows = n;
-  A->row = minife_big_alloc(sizeof *A->row * (size_t)(n + 1), "matrix row pointers");
+  A->row = minife_big_alloc(sizeof *A->row * (size_t)(n + 1), "matrix row pointers", 0);
   if (A->row == NULL)
     return -ENOMEM;
   A->row[0] = 0;
@@ -43,11 +43,18 @@ int minife_structure(const decomp_t *d, csr_t *A)
   for (int64_t r = 0; r < n; r++)
     A->row[r + 1] += A->row[r];
   A->nnz = A->row[n];
-  A->col = minife_big_alloc(sizeof *A->col * (size_t)A->nnz, "matrix column indices");
-  A->val = minife_big_alloc(sizeof *A->val * (size_t)A->nnz, "matrix values");
+  A->col = minife_big_alloc(sizeof *A->col * (size_t)A->nnz, "matrix column indices", 0);
+  A->val = minife_big_alloc(sizeof *A->val * (size_t)A->nnz, "matrix values", 0);
   if (A->col == NULL || A->val == NULL) {
     minife_csr_free(A);
     return -ENOMEM;
+  }
+  /* placement: decide before the first touch below (only the row
+   * pointers, already written, have to move) */
+  int rc = minife_big_commit("after the matrix allocation", d->rank == 0);
+  if (rc != 0) {
+    minife_csr_free(A);
+    return rc;
   }
   /* the same static schedule as the solver: each thread first-touches its rows */
 #pragma omp parallel for schedule(static)

@@ -45,18 +45,29 @@ int minife_cg(const decomp_t *d, const csr_t *A, const double *b, double *x, int
               cg_result_t *res)
 {
   const int64_t n = d->nown;
-  double *r = minife_big_alloc(sizeof(double) * (size_t)n, "CG residual");
-  double *p = minife_big_alloc(sizeof(double) * (size_t)d->nlocal, "CG direction (with ghosts)");
-  double *Ap = minife_big_alloc(sizeof(double) * (size_t)n, "CG A*p");
+  double *r = minife_big_alloc(sizeof(double) * (size_t)n, "CG residual r", 0);
+  double *p = minife_big_alloc(sizeof(double) * (size_t)d->nlocal, "CG direction p (with ghosts)", 1);
+  double *Ap = minife_big_alloc(sizeof(double) * (size_t)n, "CG A*p", 0);
   double t;
+  int ok = r != NULL && p != NULL && Ap != NULL, all_ok;
+  halo_t hp, hx;
 
   memset(res, 0, sizeof *res);
-  if (r == NULL || p == NULL || Ap == NULL) {
+  /* every rank takes part in the commit and the halo set-up, or none */
+  MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (all_ok && minife_big_commit("before the solve", d->rank == 0) != 0)
+    ok = 0;
+  MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!all_ok) {
     minife_big_free(r);
     minife_big_free(p);
     minife_big_free(Ap);
     return -ENOMEM;
   }
+  minife_halo_open(d, p, &hp);
+  minife_halo_open(d, x, &hx);
+  res->shared_planes = (hp.below_plane != NULL) + (hp.above_plane != NULL);
+  res->halo_planes = (d->below >= 0) + (d->above >= 0);
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < d->nlocal; i++) {
     x[i] = 0.0;
@@ -71,7 +82,8 @@ int minife_cg(const decomp_t *d, const csr_t *A, const double *b, double *x, int
   if (bnorm > 0.0) {
     for (it = 0; it < max_iter && sqrt(rr) > tol * bnorm; it++) {
       t = bench_now();
-      minife_halo(d, p);
+      minife_halo(d, &hp);
+      res->halo_s += bench_now() - t;
       matvec(A, p, Ap);
       res->matvec_s += bench_now() - t;
       t = bench_now();
@@ -93,7 +105,7 @@ int minife_cg(const decomp_t *d, const csr_t *A, const double *b, double *x, int
   }
   res->iterations = it;
   /* the true residual, not the recurrence's */
-  minife_halo(d, x);
+  minife_halo(d, &hx);
   matvec(A, x, Ap);
   axpby(n, 1.0, b, -1.0, Ap);
   double rn = sqrt(dot(n, Ap, Ap));

@@ -2,7 +2,9 @@
 # make check: miniFE at tiny sizes under MPI.  The solver's residual and
 # the error against the exact solution are checked by the program; here we
 # also check that the error falls as h^2, that an uneven decomposition is
-# uneven, and that bad input is refused.
+# uneven, that every --alloc variant gives the same solve under libhpcmem
+# (preloaded: the binary is not linked with it) and says why it cannot run
+# under another malloc, and that bad input is refused.
 prog=$top_builddir/miniapps/minife/minife
 run_mpi=$top_builddir/tests/run-mpi.sh
 dir=${TMPDIR:-/tmp}/check_minife.$$
@@ -24,7 +26,10 @@ OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM OMP_NUM_THREADS
 
 verified() { grep -q '^verification: passed' "$1" && grep -q '^#result minife .* passed$' "$1"; }
-field() { awk -v k="$2" '$1 == "#result" { print $k }' "$1"; }  # #result minife nx ny nz ranks thr setup asm solve it res err
+# #result minife nx ny nz ranks thr setup asm solve iterations residual error alloc asm-cpu solve-cpu passed
+field() { awk -v k="$2" '$1 == "#result" { print $k }' "$1"; }
+have_hpcmem=no
+[ -n "${LIBHPCMEM:-}" ] && [ -f "$LIBHPCMEM" ] && have_hpcmem=yes
 
 "$run_mpi" 2 "$prog" 12 >two.log 2>&1
 rc=$?
@@ -72,21 +77,81 @@ else
   bad openmp_threads_verify "rc=$rc; $(grep -E 'solution|minife:' omp.log | tr '\n' ' ')"
 fi
 
-# libhpcmem's statistics as a PAPI software-defined event, read around the solve
-if grep -q '^SDE: libhpcmem statistics exported' two.log; then
-  "$prog" 10 --papi-events=sde:::libhpcmem::current_bytes >sde.log 2>&1
-  if verified sde.log && grep -q 'sde:::libhpcmem::current_bytes=[1-9][0-9]*' sde.log; then
-    ok sde_counter_read_through_papi
+# the benchmark binary runs under every allocator: it must not carry libhpcmem
+if readelf -d "$prog" 2>/dev/null | grep -q 'NEEDED.*libhpcmem'; then
+  bad not_linked_with_libhpcmem "$(readelf -d "$prog" | grep NEEDED | grep hpcmem)"
+elif ! readelf -d "$prog" >/dev/null 2>&1; then
+  skip not_linked_with_libhpcmem "no readelf"
+else
+  ok not_linked_with_libhpcmem
+fi
+
+if [ $have_hpcmem = yes ]; then
+  # every allocation variant on 4 uneven ranks: the same iterations and
+  # residual as plain malloc (the halo through the shared segment must
+  # deliver the same planes as MPI), each showing what it did
+  "$run_mpi" 4 env LD_PRELOAD="$LIBHPCMEM" "$prog" 14 --imbalance=1 --alloc=malloc >alloc-malloc.log 2>&1
+  ref="$(field alloc-malloc.log 11) $(field alloc-malloc.log 12) $(field alloc-malloc.log 13)"
+  if verified alloc-malloc.log && grep -q '^libhpcmem: job [0-9]*: 4 ranks on 1 node' alloc-malloc.log; then
+    ok report_under_preload
   else
-    bad sde_counter_read_through_papi "$(grep -E '^PAPI|counters' sde.log | tr '\n' ' ')"
+    bad report_under_preload "$(grep -E '^libhpcmem|verification' alloc-malloc.log | head -3 | tr '\n' ' ')"
+  fi
+  for kind in private interleaved shared place; do
+    "$run_mpi" 4 env LD_PRELOAD="$LIBHPCMEM" "$prog" 14 --imbalance=1 --alloc=$kind >alloc-$kind.log 2>&1
+    rc=$?
+    got="$(field alloc-$kind.log 11) $(field alloc-$kind.log 12) $(field alloc-$kind.log 13)"
+    why=""
+    { [ $rc -eq 0 ] && verified alloc-$kind.log; } || why="rc=$rc, not verified"
+    [ "$(field alloc-$kind.log 14)" = $kind ] || why="$why; #result names $(field alloc-$kind.log 14)"
+    [ "$got" = "$ref" ] || why="$why; iterations/residual/error '$got' against malloc's '$ref'"
+    case $kind in
+      interleaved) grep -q '^libhpcmem: segments, .* interleaved [1-9][0-9.]* [KM]iB' alloc-$kind.log \
+                     || why="$why; the report shows no interleaved memory" ;;
+      shared) grep -q '^halo: 6 of 6 ghost planes read from the neighbour.s vector in the node-shared segment' alloc-$kind.log \
+                || why="$why; $(grep '^halo' alloc-$kind.log)"
+              grep -q '^libhpcmem: segments, .* shared [1-9][0-9.]* [KM]iB' alloc-$kind.log \
+                || why="$why; the report shows no shared memory" ;;
+      place) [ "$(grep -c '^placement, commit ' alloc-$kind.log)" -eq 2 ] \
+               && [ "$(grep -c '^  [a-zA-Z*() -]*: DRAM [0-9.]* [KM]iB (bound)$' alloc-$kind.log)" -eq 8 ] \
+               || why="$why; $(grep -A1 '^placement' alloc-$kind.log | tr '\n' ' ')" ;;
+    esac
+    if [ -z "$why" ]; then ok alloc_${kind}_same_solve; else bad alloc_${kind}_same_solve "$why"; fi
+  done
+
+  # libhpcmem's statistics as a PAPI software-defined event, read around the solve
+  if grep -q '^SDE: libhpcmem statistics exported' alloc-malloc.log; then
+    LD_PRELOAD=$LIBHPCMEM "$prog" 10 --papi-events=sde:::libhpcmem::current_bytes >sde.log 2>&1
+    if verified sde.log && grep -q 'sde:::libhpcmem::current_bytes=[1-9][0-9]*' sde.log; then
+      ok sde_counter_read_through_papi
+    else
+      bad sde_counter_read_through_papi "$(grep -E '^PAPI|counters' sde.log | tr '\n' ' ')"
+    fi
+  else
+    skip sde_counter_read_through_papi "$(grep '^SDE:' alloc-malloc.log)"
   fi
 else
-  skip sde_counter_read_through_papi "$(grep '^SDE:' two.log)"
+  skip alloc_variants "LIBHPCMEM not set: run through make check"
 fi
+
+# without libhpcmem as the malloc the libhpcmem variants say why and exit 77
+skip_ok=1
+for kind in private interleaved shared place; do
+  "$prog" 8 --alloc=$kind >skip.log 2>&1
+  rc=$?
+  if [ $rc -ne 77 ] || ! grep -q "^minife: --alloc=$kind skipped: needs libhpcmem as the process's malloc; this run's malloc is libc.so.6" skip.log \
+     || grep -q '^verification' skip.log; then
+    skip_ok=0
+    bad libhpcmem_variants_skip_under_glibc "--alloc=$kind: rc=$rc; $(head -2 skip.log | tr '\n' ' ')"
+  fi
+done
+grep -q '^SDE: not exported (no PAPI SDE support, or libhpcmem is not loaded)' h8.log || {
+  skip_ok=0; bad libhpcmem_variants_skip_under_glibc "SDE line under glibc: $(grep '^SDE' h8.log)"; }
+[ $skip_ok -eq 1 ] && ok libhpcmem_variants_skip_under_glibc
 
 # bad input: status 2 and a message naming the problem
 bad_ok=1
-for args in "" "0" "abc" "8 8" "1" "--imbalance=-1" "--tol=2 8" "--max-iter=0 8" "--segment=interleaved 8" "--placement=hbm 8"; do
+for args in "" "0" "abc" "8 8" "1" "--imbalance=-1" "--tol=2 8" "--max-iter=0 8" "--alloc=hbm 8" "--alloc= 8"; do
   "$prog" $args >bad.log 2>&1
   rc=$?
   if [ $rc -ne 2 ] || ! grep -q '^minife: ' bad.log; then
@@ -99,12 +164,6 @@ rc=$?
 if [ $rc -ne 2 ] || ! grep -q 'cannot be shared by 4 ranks' ranks.log; then
   bad_ok=0
   bad bad_input_refused "4 ranks on 3 planes gave rc=$rc"
-fi
-# options for APIs this build lacks say so instead of running without them
-"$prog" --segment=interleaved 8 >bad.log 2>&1
-if ! grep -q 'segment API .*not in this build' bad.log; then
-  bad_ok=0
-  bad bad_input_refused "--segment does not say that the API is missing"
 fi
 [ $bad_ok -eq 1 ] && ok bad_input_refused
 

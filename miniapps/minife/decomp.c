@@ -1,10 +1,10 @@
-/* Slabs of node planes along z, ghost planes and their exchange. */
+/* Slabs of node planes along z and the local numbering with ghost planes
+ * (their exchange is in alloc.c, next to the shared segment it may use). */
 #include "config.h"
 #include "minife.h"
 
 #include <errno.h>
 #include <math.h>
-#include <mpi.h>
 #include <stdlib.h>
 
 int minife_decompose(int nx, int ny, int nz, int rank, int nranks, double imbalance, decomp_t *d)
@@ -55,31 +55,4 @@ int64_t minife_local(const decomp_t *d, int i, int j, int k)
   if (k == d->k1 && d->above >= 0)
     return d->nown + (d->below >= 0 ? d->plane : 0) + in_plane;
   return -1;
-}
-
-void minife_halo(const decomp_t *d, double *x)
-{
-  MPI_Request req[4];
-  int below = d->below >= 0 ? d->below : MPI_PROC_NULL;
-  int above = d->above >= 0 ? d->above : MPI_PROC_NULL;
-  double *ghost_below = x + d->nown;
-  double *ghost_above = x + d->nown + (d->below >= 0 ? d->plane : 0);
-
-  MPI_Irecv(ghost_below, (int)d->plane, MPI_DOUBLE, below, 1, MPI_COMM_WORLD, &req[0]);
-  MPI_Irecv(ghost_above, (int)d->plane, MPI_DOUBLE, above, 0, MPI_COMM_WORLD, &req[1]);
-  /* tag 0 travels down, tag 1 travels up */
-  MPI_Isend(x, (int)d->plane, MPI_DOUBLE, below, 0, MPI_COMM_WORLD, &req[2]);
-  MPI_Isend(x + d->nown - d->plane, (int)d->plane, MPI_DOUBLE, above, 1, MPI_COMM_WORLD, &req[3]);
-  MPI_Waitall(4, req, MPI_STATUSES_IGNORE);
-}
-
-void *minife_big_alloc(size_t bytes, const char *what)
-{
-  (void)what;
-  return malloc(bytes ? bytes : 1);
-}
-
-void minife_big_free(void *p)
-{
-  free(p);
 }

@@ -11,12 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_hpcmem.h"
 #include "bench_papi.h"
 #include "bench_util.h"
 #include "hpcmem_sde.h"
 
 typedef struct options {
-  int nx, ny, nz, max_iter;
+  int nx, ny, nz, max_iter, alloc;
   double imbalance, tol;
   const char *papi_events;
 } options_t;
@@ -31,8 +32,15 @@ static void usage(FILE *out)
     "  --imbalance=F         uneven slabs: rank r gets the weight 1 + F*r/(ranks-1) (default 0)\n"
     "  --max-iter=N          conjugate-gradient iteration limit (default 2000)\n"
     "  --tol=F               relative residual the solver stops at (default 1e-10)\n"
-    "  --segment=KIND        big arrays in a libhpcmem segment (private, shared, interleaved)\n"
-    "  --placement=ATTR      big arrays with placement attributes\n"
+    "  --alloc=KIND          where the matrix and vectors come from (default malloc):\n"
+    "                          malloc       plain malloc (whichever allocator the process has)\n"
+    "                          private      libhpcmem's private segment\n"
+    "                          interleaved  libhpcmem's interleaved segment (pages over all NUMA nodes)\n"
+    "                          shared       vectors with ghost planes in the node-shared segment; the halo\n"
+    "                                       exchange reads same-node neighbours' planes directly\n"
+    "                          place        libhpcmem placement (ON_COMMIT, priority 1, HBM then DRAM)\n"
+    "                        all but malloc need libhpcmem as the malloc (LD_PRELOAD=libhpcmem.so);\n"
+    "                        under another allocator they print why and exit with status 77\n"
     "  --papi-events=LIST    PAPI events to count around the solve (e.g. sde:::libhpcmem::current_bytes)\n");
 }
 
@@ -52,7 +60,7 @@ static int parse_args(int argc, char **argv, options_t *o)
     {"nx", required_argument, NULL, 'x'}, {"ny", required_argument, NULL, 'y'},
     {"nz", required_argument, NULL, 'z'}, {"imbalance", required_argument, NULL, 'i'},
     {"max-iter", required_argument, NULL, 'm'}, {"tol", required_argument, NULL, 't'},
-    {"segment", required_argument, NULL, 's'}, {"placement", required_argument, NULL, 'P'},
+    {"alloc", required_argument, NULL, 'a'},
     {"papi-events", required_argument, NULL, 'p'}, {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
   };
@@ -81,10 +89,10 @@ static int parse_args(int argc, char **argv, options_t *o)
       if (*optarg == '\0' || *end != '\0' || !(o->tol > 0.0 && o->tol < 1.0))
         return fail("bad --tol '%s' (between 0 and 1)", optarg);
       break;
-    case 's':
-      return fail("--segment=%s: needs the libhpcmem segment API (hpcmem_segment_alloc), not in this build", optarg);
-    case 'P':
-      return fail("--placement=%s: needs the libhpcmem placement API (hpcmem_place_alloc), not in this build", optarg);
+    case 'a':
+      if ((o->alloc = minife_alloc_parse(optarg)) < 0)
+        return fail("bad --alloc '%s' (malloc, private, interleaved, shared or place)", optarg);
+      break;
     case 'p': o->papi_events = optarg; break;
     case 'h': if (rank == 0) usage(stdout); return 1;
     default: if (rank == 0) usage(stderr); return -EINVAL;
@@ -138,6 +146,13 @@ int main(int argc, char **argv)
     MPI_Finalize();
     return rc > 0 ? 0 : 2;
   }
+  const char *why = NULL;
+  if (minife_alloc_init(o.alloc, &why) != 0) {
+    if (rank == 0)
+      printf("minife: --alloc=%s skipped: %s\n", minife_alloc_name(o.alloc), why);
+    MPI_Finalize();
+    return 77;
+  }
   if (minife_decompose(o.nx, o.ny, o.nz, rank, nranks, o.imbalance, &d) != 0) {
     if (rank == 0)
       fprintf(stderr, "minife: %d node planes along z cannot be shared by %d ranks\n", o.nz + 1, nranks);
@@ -153,21 +168,24 @@ int main(int argc, char **argv)
     if (o.imbalance > 0)
       printf("uneven decomposition: rank r has the weight 1 + %g * r / %d\n", o.imbalance,
              nranks > 1 ? nranks - 1 : 1);
+    printf("allocation: %s (%s); malloc of this process: %s\n", minife_alloc_name(o.alloc),
+           minife_alloc_what(o.alloc), bench_malloc_provider());
     printf("%s\n", bench_counters_status(ctr));
     printf("SDE: %s\n", sde_rc == 0 ? "libhpcmem statistics exported as sde:::" HPCMEM_SDE_LIBRARY "::<field>"
-                        : sde_rc == -ENOSYS ? "not exported (no PAPI SDE support or no hpcmem_stats() in this build)"
+                        : sde_rc == -ENOSYS ? "not exported (no PAPI SDE support, or libhpcmem is not loaded)"
                         : "registration with libsde failed");
   }
 
   double *b = NULL, *x = NULL;
   int ok = 1, all_ok;
+  bench_rusage_t ru0, ru1, ru2;
   MPI_Barrier(MPI_COMM_WORLD);
   double t0 = bench_now();
-  if (minife_structure(&d, &A) != 0)
-    ok = 0;
-  b = minife_big_alloc(sizeof(double) * (size_t)d.nown, "right-hand side");
-  x = minife_big_alloc(sizeof(double) * (size_t)d.nlocal, "solution (with ghosts)");
-  if (b == NULL || x == NULL)
+  /* b and x first, so that placement decides for them together with the
+   * matrix, in the commit before the matrix is first touched */
+  b = minife_big_alloc(sizeof(double) * (size_t)d.nown, "right-hand side b", 0);
+  x = minife_big_alloc(sizeof(double) * (size_t)d.nlocal, "solution x (with ghosts)", 1);
+  if (b == NULL || x == NULL || minife_structure(&d, &A) != 0)
     ok = 0;
   double t_setup = bench_now() - t0;
   MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
@@ -177,9 +195,11 @@ int main(int argc, char **argv)
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
 
+  bench_rusage(&ru0);
   t0 = bench_now();
   minife_assemble(&d, &A, b);
   double t_assembly = bench_now() - t0;
+  bench_rusage(&ru1);
   MPI_Barrier(MPI_COMM_WORLD);
   double t_assembly_all = bench_now() - t0;
 
@@ -189,6 +209,13 @@ int main(int argc, char **argv)
     MPI_Abort(MPI_COMM_WORLD, 1);
   double t_solve = bench_now() - t0;
   bench_counters_stop(ctr);
+  bench_rusage(&ru2);
+  /* CPU seconds of all ranks: steadier than wall time on a shared machine */
+  double cpu[2] = {ru1.utime + ru1.stime - ru0.utime - ru0.stime, ru2.utime + ru2.stime - ru1.utime - ru1.stime},
+         cpu_sum[2];
+  MPI_Reduce(cpu, cpu_sum, 2, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+  int planes[2] = {cg.shared_planes, cg.halo_planes}, planes_sum[2];
+  MPI_Reduce(planes, planes_sum, 2, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
 
   double err_local = max_error(&d, x), err;
   MPI_Allreduce(&err_local, &err, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -227,16 +254,22 @@ int main(int argc, char **argv)
            mx[F_ROWS] / (sum[F_ROWS] / nranks), mx[F_MIB] / (sum[F_MIB] / nranks),
            sum[F_COMPUTE] > 0 ? mx[F_COMPUTE] / (sum[F_COMPUTE] / nranks) : 1.0);
     char cbuf[512];
-    printf("\nsetup %.3f s, assembly %.3f s, solve %.3f s (CG %d iterations: matvec %.3f s, dot %.3f s, "
-           "axpy %.3f s on rank 0)\n", t_setup_max, t_assembly_all, t_solve, cg.iterations, cg.matvec_s,
-           cg.dot_s, cg.axpy_s);
+    printf("\nsetup %.3f s, assembly %.3f s, solve %.3f s (CG %d iterations: matvec %.3f s including halo "
+           "%.3f s, dot %.3f s, axpy %.3f s on rank 0)\n", t_setup_max, t_assembly_all, t_solve, cg.iterations,
+           cg.matvec_s, cg.halo_s, cg.dot_s, cg.axpy_s);
+    printf("CPU time of all ranks: assembly %.3f s, solve %.3f s\n", cpu_sum[0], cpu_sum[1]);
+    if (o.alloc == MINIFE_ALLOC_SHARED)
+      printf("halo: %d of %d ghost planes read from the neighbour's vector in the node-shared segment, "
+             "the others over MPI\n", planes_sum[0], planes_sum[1]);
     printf("solve counters (rank 0): %s\n", bench_counters_format(ctr, cbuf, sizeof cbuf));
     printf("residual: ||b - A x|| / ||b|| = %.3e (solver target %.1e)\n", cg.rel_residual, o.tol);
     printf("solution: max |u - u_exact| = %.3e at the nodes (h = %.4g, limit 2.5 h^2 = %.3e)\n", err, h, limit);
     printf("verification: %s\n", passed ? "passed" : "FAILED");
-    printf("#result minife %d %d %d %d %d %.4f %.4f %.4f %d %.3e %.3e %s\n", o.nx, o.ny, o.nz, nranks,
+    /* nx ny nz ranks threads setup assembly solve iterations residual error alloc
+     * assembly-cpu solve-cpu passed|failed */
+    printf("#result minife %d %d %d %d %d %.4f %.4f %.4f %d %.3e %.3e %s %.4f %.4f %s\n", o.nx, o.ny, o.nz, nranks,
            bench_max_threads(), t_setup_max, t_assembly_all, t_solve, cg.iterations, cg.rel_residual, err,
-           passed ? "passed" : "failed");
+           minife_alloc_name(o.alloc), cpu_sum[0], cpu_sum[1], passed ? "passed" : "failed");
     fflush(stdout);
   }
   free(all);

@@ -56,10 +56,31 @@ typedef struct csr {
   double *val;
 } csr_t;
 
-/* The big arrays come from here, so that segment and placement choices
- * for them are made in one place (plain malloc in this build). */
-void *minife_big_alloc(size_t bytes, const char *what);
+/* Where the big arrays (matrix, vectors) come from: --alloc=KIND. */
+enum minife_alloc {
+  MINIFE_ALLOC_MALLOC,       /* plain malloc, whichever allocator the process has */
+  MINIFE_ALLOC_PRIVATE,      /* libhpcmem's private segment */
+  MINIFE_ALLOC_INTERLEAVED,  /* libhpcmem's interleaved segment */
+  MINIFE_ALLOC_SHARED,       /* ghosted vectors in the node-shared segment, halo through it */
+  MINIFE_ALLOC_PLACE,        /* libhpcmem placement, lazily committed */
+  MINIFE_ALLOC_COUNT
+};
+/** MINIFE_ALLOC_* of a name ("interleaved" or "segment-interleaved"...), or -EINVAL. */
+int minife_alloc_parse(const char *name);
+const char *minife_alloc_name(int kind);
+const char *minife_alloc_what(int kind);
+/** Choose the kind.  @return 0; -ENOSYS when it needs libhpcmem as the
+ *  process's malloc and this run has another one (*why says so). */
+int minife_alloc_init(int kind, const char **why);
+int minife_alloc_kind(void);
+
+/** A big array.  @p ghosted: a vector whose end planes the neighbour ranks
+ *  read (the shared variant puts those in the node-shared segment). */
+void *minife_big_alloc(size_t bytes, const char *what, int ghosted);
 void minife_big_free(void *p);
+/** Placement: decide and bind the arrays made since the last commit (rank 0
+ *  prints where they went when @p verbose).  Other kinds: nothing.  @return 0 or -errno. */
+int minife_big_commit(const char *when, int verbose);
 
 /** Row structure of the matrix (27-point couplings, boundary columns left out). */
 int minife_structure(const decomp_t *d, csr_t *A);
@@ -67,13 +88,24 @@ int minife_structure(const decomp_t *d, csr_t *A);
 int minife_assemble(const decomp_t *d, csr_t *A, double *b);
 void minife_csr_free(csr_t *A);
 
-/** Send this rank's end planes of x to the neighbours, receive their ghost planes. */
-void minife_halo(const decomp_t *d, double *x);
+/** A vector with ghost planes and, in the shared variant, the neighbours'
+ *  copies of it that this rank can read directly (NULL: over MPI). */
+typedef struct halo {
+  double *x;
+  const double *below_plane, *above_plane;
+} halo_t;
+/** Collective over the ranks: learn where the neighbours' vectors are. @return 0. */
+int minife_halo_open(const decomp_t *d, double *x, halo_t *h);
+/** Bring the neighbours' end planes into x's ghost planes. */
+void minife_halo(const decomp_t *d, const halo_t *h);
 
 typedef struct cg_result {
   int iterations;
   double rel_residual;  /* ||b - A x|| / ||b||, recomputed after the solve */
   double matvec_s, dot_s, axpy_s;
+  double halo_s;        /* part of matvec_s: the ghost-plane exchange */
+  int shared_planes;    /* ghost planes of p read through the node-shared segment (0..2) */
+  int halo_planes;      /* ghost planes of p (0..2) */
 } cg_result_t;
 
 /** Conjugate gradients from x = 0 to ||r|| / ||b|| <= tol or max_iter. x has nlocal entries. */
