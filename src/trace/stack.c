@@ -29,6 +29,7 @@
 #include <libunwind.h>
 #endif
 #include <execinfo.h>
+#include <unwind.h>
 
 #define HMT_CHUNK_FRAMES (128 * 1024)  /* 1 MiB of frames per arena chunk */
 #define HMT_MAX_CHUNKS 4096            /* 4 GiB of frames at most */
@@ -184,8 +185,9 @@ uint32_t _hpcmem_stack_capture(uint64_t *frames, uint32_t max, const void *from)
  * (cleared when a buffer changes hands) and to one generation of the
  * intern table (_hpcmem_stack_reset invalidates them all). */
 #define HMT_SC_SETS 64
-#define HMT_SC_WAYS 2
-#define HMT_SC_MAX_CHAIN 96
+#define HMT_SC_WAYS 4
+#define HMT_SC_MAX_CHAIN 64
+#define HMT_SC_FIRST 16
 #define HMT_SC_MAX_SPAN (8u << 20)
 
 typedef struct {
@@ -197,6 +199,13 @@ typedef struct {
 struct hmt_scache {
   uint32_t cap;           /* slots per entry */
   uint32_t victim;
+  volatile uint64_t hits, misses;  /* read by _hpcmem_trace_flush_all's verbose line */
+  /* per hook call site: where the first slot above it is.  Its value (the
+   * return address into whoever called the allocator entry, or into the
+   * application) picks the set, so that the many call sites of one
+   * application function, whose calls put the hook's frame at the same
+   * stack address, spread over the sets instead of fighting for one. */
+  struct { uint64_t from; uint32_t off0, gen; } first[HMT_SC_FIRST];
   hmt_sc_entry_t e[HMT_SC_SETS * HMT_SC_WAYS];
   /* then per entry: uint32_t off[cap] (from the base), uint64_t val[cap] */
 };
@@ -212,9 +221,16 @@ size_t _hpcmem_scache_size(uint32_t max) {
   return sizeof(hmt_scache_t) + (size_t)HMT_SC_SETS * HMT_SC_WAYS * sc_cap(max) * (sizeof(uint32_t) + sizeof(uint64_t));
 }
 
+void _hpcmem_scache_counts(const hmt_scache_t *c, uint64_t *hits, uint64_t *misses) {
+  *hits += __atomic_load_n(&c->hits, __ATOMIC_RELAXED);
+  *misses += __atomic_load_n(&c->misses, __ATOMIC_RELAXED);
+}
+
 void _hpcmem_scache_clear(hmt_scache_t *c, uint32_t max) {
+  uint64_t hits = c->hits, misses = c->misses;  /* the process's counts go on */
   memset(c, 0, sizeof *c);
   c->cap = sc_cap(max);
+  c->hits = hits; c->misses = misses;
 }
 
 static inline uint32_t *sc_off(hmt_scache_t *c, size_t i) {
@@ -223,27 +239,34 @@ static inline uint32_t *sc_off(hmt_scache_t *c, size_t i) {
 static inline uint64_t *sc_val(hmt_scache_t *c, size_t i) { return (uint64_t *)(sc_off(c, i) + c->cap); }
 
 #if defined(__x86_64__)
-#ifdef HAVE_LIBUNWIND
-/* libunwind's cursor: slower than unw_backtrace, but it tells where each
- * return address was found.  Only on a cache miss. */
-__attribute__((noinline, optimize("no-omit-frame-pointer")))
-static int unw_walk_slots(uint64_t *out, uint64_t *slots, int max) {
-  unw_context_t uc;
-  unw_cursor_t cur;
-  if (unw_getcontext(&uc) != 0 || unw_init_local(&cur, &uc) != 0) return 0;
-  int n = 0, ok = 1;
-  while (n < max && unw_step(&cur) > 0) {
-    unw_word_t ip = 0, sp = 0;
-    unw_get_reg(&cur, UNW_REG_IP, &ip);
-    unw_get_reg(&cur, UNW_REG_SP, &sp);
-    if (ip == 0) break;
-    out[n] = ip;
-    slots[n] = ok && !unw_is_signal_frame(&cur) ? sp - 8 : (ok = 0);
-    n++;
-  }
-  return n;
+/* libgcc's unwinder with the stack pointer of each frame (what
+ * _Unwind_GetCFA gives for it: the CFA of the frame it returns from), 8
+ * bytes above the slot its return address was read from.  Used
+ * for the slots on a cache miss (libunwind's cursor, which would give them
+ * too, masks signals with two system calls per frame in this version). */
+typedef struct { uint64_t *ip, *cfa; int n, max; } hmt_gw_t;
+
+static _Unwind_Reason_Code gw_frame(struct _Unwind_Context *ctx, void *arg) {
+  hmt_gw_t *g = arg;
+  if (g->n >= g->max) return _URC_END_OF_STACK;
+  int before = 0;
+  uint64_t ip = _Unwind_GetIPInfo(ctx, &before);
+  if (ip == 0) return _URC_END_OF_STACK;
+  g->ip[g->n] = ip;
+  /* a signal frame's address is not a return address in a slot */
+  g->cfa[g->n] = before ? 0 : _Unwind_GetCFA(ctx);
+  g->n++;
+  return _URC_NO_REASON;
 }
-#endif
+
+/* frames as return addresses, slots[k] where frames[k] was found (0:
+ * unknown) */
+__attribute__((noinline)) static int gcc_walk_slots(uint64_t *out, uint64_t *slots, uint64_t *cfa, int max) {
+  hmt_gw_t g = {out, cfa, 0, max};
+  _Unwind_Backtrace(gw_frame, &g);
+  for (int k = 0; k < g.n; k++) slots[k] = cfa[k] ? cfa[k] - 8 : 0;
+  return g.n;
+}
 
 __attribute__((noinline, optimize("no-omit-frame-pointer"))) static int fp_walk_slots(uint64_t *out, uint64_t *slots,
                                                                                         uint32_t max) {
@@ -262,51 +285,64 @@ __attribute__((noinline, optimize("no-omit-frame-pointer"))) static int fp_walk_
 }
 #endif
 
-static inline size_t sc_set(uint64_t from, uint64_t base) {
-  uint64_t h = (from ^ (base * 0x9e3779b97f4a7c15ULL));
+static inline size_t sc_set(uint64_t from, uint64_t base, uint64_t v0) {
+  uint64_t h = from ^ (base * 0x9e3779b97f4a7c15ULL) ^ (v0 * 0xc2b2ae3d27d4eb4fULL);
   h ^= h >> 29;
   h *= 0xbf58476d1ce4e5b9ULL;
-  return (size_t)(h >> 58) & (HMT_SC_SETS - 1);
+  return ((size_t)(h >> 58) & (HMT_SC_SETS - 1)) * HMT_SC_WAYS;
 }
+
+static inline size_t sc_first(uint64_t from) { return (size_t)((from * 0x9e3779b97f4a7c15ULL) >> 60) & (HMT_SC_FIRST - 1); }
 
 /* keeps a frame pointer so that the frame-pointer walk passes through */
 __attribute__((optimize("no-omit-frame-pointer")))
-uint64_t _hpcmem_stack_get(hmt_scache_t *c, uint64_t *frames, uint64_t *slots, uint32_t max, const void *from,
+uint64_t _hpcmem_stack_get(hmt_scache_t *c, uint64_t *frames, uint64_t *scratch, uint32_t max, const void *from,
                            const void *hook_frame, hmt_stack_def_t *def) {
   def->n = 0;
 #if defined(__x86_64__)
   /* the slot of `from`, the hook's own return address: the hook keeps a
    * frame pointer, so it is right above the saved one */
-  uint64_t base = (uint64_t)(uintptr_t)hook_frame + 8;
+  uint64_t base = (uint64_t)(uintptr_t)hook_frame + 8, f = (uint64_t)(uintptr_t)from;
   uint32_t gen = __atomic_load_n(&sc_gen, __ATOMIC_RELAXED);
-  int cacheable = c && (method == HMT_UNWIND_FRAMEPOINTER
-#ifdef HAVE_LIBUNWIND
-                        || method == HMT_UNWIND_LIBUNWIND
-#endif
-                        );
-  size_t set = 0;
-  if (cacheable) {
-    set = sc_set((uint64_t)(uintptr_t)from, base) * HMT_SC_WAYS;
+  if (!c) {
+    uint32_t n = _hpcmem_stack_capture(frames, max, from);
+    return n ? _hpcmem_stack_intern(frames, n, def) : 0;
+  }
+  size_t fi = sc_first(f);
+  int known = c->first[fi].from == f && c->first[fi].gen == gen;
+  if (known) {
+    size_t set = sc_set(f, base, *(const volatile uint64_t *)(uintptr_t)(base + c->first[fi].off0));
     for (size_t w = 0; w < HMT_SC_WAYS; w++) {
       hmt_sc_entry_t *e = &c->e[set + w];
-      if (e->base != base || e->from != (uint64_t)(uintptr_t)from || e->gen != gen) continue;
+      if (e->base != base || e->from != f || e->gen != gen) continue;
       const uint32_t *off = sc_off(c, set + w);
       const uint64_t *val = sc_val(c, set + w);
       uint32_t i = 0;
       while (i < e->n && *(const volatile uint64_t *)(uintptr_t)(base + off[i]) == val[i]) i++;
-      if (i == e->n) return e->id;
+      if (i == e->n) { __atomic_store_n(&c->hits, c->hits + 1, __ATOMIC_RELAXED); return e->id; }
     }
   }
-  int want = (int)(max + HMT_CAPTURE_EXTRA), n = 0;
-  if (cacheable) {
+  __atomic_store_n(&c->misses, c->misses + 1, __ATOMIC_RELAXED);
+  /* a miss: capture with the slots */
+  int want = (int)(max + HMT_CAPTURE_EXTRA), n = 0, ok = 1;
+  uint64_t *slots = scratch, *g_ip = scratch + want, *g_slot = scratch + 2 * want, *g_cfa = scratch + 3 * want;
+  switch (method) {
+    case HMT_UNWIND_FRAMEPOINTER: n = fp_walk_slots(frames, slots, (uint32_t)want); break;
 #ifdef HAVE_LIBUNWIND
-    if (method == HMT_UNWIND_LIBUNWIND) n = unw_walk_slots(frames, slots, want);
-    else
+    case HMT_UNWIND_LIBUNWIND: {
+      /* the stack as libunwind sees it; the slots from libgcc, used only
+       * where both agree from `from` on */
+      n = unw_backtrace((void **)frames, want);
+      int ng = gcc_walk_slots(g_ip, g_slot, g_cfa, want), au = -1, ag = -1;
+      for (int i = 0; i < n && i < HMT_CAPTURE_EXTRA && au < 0; i++) if (frames[i] == f) au = i;
+      for (int i = 0; i < ng && i < HMT_CAPTURE_EXTRA && ag < 0; i++) if (g_ip[i] == f) ag = i;
+      for (int i = 0; i < n; i++) slots[i] = 0;
+      if (au >= 0 && ag >= 0)
+        for (int i = 0; au + i < n && ag + i < ng && frames[au + i] == g_ip[ag + i]; i++) slots[au + i] = g_slot[ag + i];
+      break;
+    }
 #endif
-      n = fp_walk_slots(frames, slots, (uint32_t)want);
-  } else {
-    n = (int)_hpcmem_stack_capture(frames, max, from);
-    return n ? _hpcmem_stack_intern(frames, (uint32_t)n, def) : 0;
+    default: n = gcc_walk_slots(frames, slots, g_cfa, want); break;
   }
   if (n <= 0) return 0;
   int at;
@@ -314,35 +350,34 @@ uint64_t _hpcmem_stack_get(hmt_scache_t *c, uint64_t *frames, uint64_t *slots, u
   int kept = n - start;
   if (kept > (int)max) kept = (int)max;
   if (kept <= 0) return 0;
-  /* what a later call checks: the slots from the one above `from` to
-   * that of the last frame kept */
-  int ok = at >= 0 && slots[at] == base && start + kept - (at + 1) <= (int)c->cap;
-  for (int i = at + 1; ok && i < start + kept; i++)
-    ok = slots[i] > slots[i - 1] && slots[i] - base < HMT_SC_MAX_SPAN && (slots[i] & 7) == 0 &&
+  int end = start + kept;  /* the chain a later call checks: at + 1 .. end - 1 */
+  ok = at >= 0 && slots[at] == base && end - (at + 1) <= (int)c->cap;
+  for (int i = at + 1; ok && i < end; i++)
+    ok = slots[i] > (i > at + 1 ? slots[i - 1] : base) && slots[i] - base < HMT_SC_MAX_SPAN && (slots[i] & 7) == 0 &&
          *(const uint64_t *)(uintptr_t)slots[i] == frames[i];
   uint64_t chain_val[HMT_SC_MAX_CHAIN];
   uint32_t chain_off[HMT_SC_MAX_CHAIN], nchain = 0;
   if (ok)
-    for (int i = at + 1; i < start + kept; i++) {
+    for (int i = at + 1; i < end; i++) {
       chain_off[nchain] = (uint32_t)(slots[i] - base);
       chain_val[nchain++] = frames[i];
     }
   if (start) memmove(frames, frames + start, (size_t)kept * sizeof *frames);
   uint64_t id = _hpcmem_stack_intern(frames, (uint32_t)kept, def);
-  if (ok && id) {
-    /* an empty way, else take turns */
-    size_t w = 0;
+  if (ok && id && nchain > 0) {
+    c->first[fi].from = f; c->first[fi].off0 = chain_off[0]; c->first[fi].gen = gen;
+    size_t set = sc_set(f, base, chain_val[0]), w = 0;
     for (; w < HMT_SC_WAYS; w++)
       if (c->e[set + w].base == 0 || c->e[set + w].gen != gen) break;
-    if (w == HMT_SC_WAYS) w = c->victim++ % HMT_SC_WAYS;
+    if (w == HMT_SC_WAYS) w = c->victim++ % HMT_SC_WAYS;  /* else take turns */
     hmt_sc_entry_t *e = &c->e[set + w];
     memcpy(sc_off(c, set + w), chain_off, nchain * sizeof *chain_off);
     memcpy(sc_val(c, set + w), chain_val, nchain * sizeof *chain_val);
-    e->from = (uint64_t)(uintptr_t)from; e->base = base; e->id = id; e->gen = gen; e->n = nchain;
+    e->from = f; e->base = base; e->id = id; e->gen = gen; e->n = nchain;
   }
   return id;
 #else
-  (void)c; (void)slots; (void)hook_frame;
+  (void)c; (void)scratch; (void)hook_frame;
   uint32_t n = _hpcmem_stack_capture(frames, max, from);
   return n ? _hpcmem_stack_intern(frames, n, def) : 0;
 #endif

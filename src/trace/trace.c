@@ -49,7 +49,7 @@ typedef struct hmt_tbuf {
   int capturing;
   size_t cap;
   uint8_t *buf;
-  uint64_t *slots;            /* capture scratch: where each frame was found */
+  uint64_t *slots;            /* capture scratch (4 x frames): where each frame was found */
   hmt_scache_t *cache;        /* recent stacks of the owning thread */
   uint64_t frames[];          /* capture scratch */
 } hmt_tbuf_t;
@@ -60,6 +60,7 @@ static struct {
   int ready;
   int final;                  /* after EXIT / a signal: write through */
   int codec, depth, method;
+  int stack_cache;            /* HPCMEM_TRACE_STACK_CACHE */
   size_t bufsize;
   hmt_tbuf_t *volatile all;
   uint64_t start_ns;
@@ -204,6 +205,7 @@ void _hpcmem_trace_init(void) {
   G.bufsize = (size_t)_hpcmem_opt(TRACE_BUFFER);
   /* the option's order is the HMT_UNWIND_* order */
   G.method = (int)_hpcmem_opt(TRACE_UNWIND);
+  G.stack_cache = (int)_hpcmem_opt(TRACE_STACK_CACHE);
   _hpcmem_stack_init(G.method);
   clk_init();
 
@@ -252,7 +254,7 @@ static hmt_tbuf_t *tbuf_acquire(void) {
     }
   }
   size_t nframes = (size_t)G.depth + HMT_CAPTURE_EXTRA;
-  size_t head = sizeof(hmt_tbuf_t) + 2 * nframes * sizeof(uint64_t);
+  size_t head = sizeof(hmt_tbuf_t) + 5 * nframes * sizeof(uint64_t);
   head = (head + 63) & ~(size_t)63;
   size_t csize = (_hpcmem_scache_size((uint32_t)G.depth) + 63) & ~(size_t)63;
   hmt_tbuf_t *b = _hpcmem_trace_alloc(head + csize + G.bufsize);
@@ -385,7 +387,7 @@ __attribute__((noinline, optimize("no-omit-frame-pointer"))) void _hpcmem_trace_
   /* realloc to size 0 frees: no stack to keep */
   if (hmt_is_alloc(k) && G.depth > 0 && !(k == HPCMEM_EV_REALLOC && !ptr)) {
     b->capturing = 1;
-    stack = _hpcmem_stack_get(b->cache, b->frames, b->slots, (uint32_t)G.depth, from, __builtin_frame_address(0), &def);
+    stack = _hpcmem_stack_get(G.stack_cache ? b->cache : NULL, b->frames, b->slots, (uint32_t)G.depth, from, __builtin_frame_address(0), &def);
     b->capturing = 0;
     if (def.n) {
       STAT_ADD(stacks, 1);
@@ -439,6 +441,13 @@ void _hpcmem_trace_flush_all(int reason) {
   blk.stored_len = blk.raw_len = (uint32_t)(p - payload);
   _hpcmem_tfile_write_block(&blk, payload, may_wait);
   if (reason == HMT_FLUSH_EXIT || in_signal) G.final = 1;
+  if (reason == HMT_FLUSH_EXIT && _hpcmem_opt(VERBOSE)) {
+    uint64_t hits = 0, misses = 0;
+    for (hmt_tbuf_t *b = G.all; b; b = b->next) _hpcmem_scache_counts(b->cache, &hits, &misses);
+    _hpcmem_info("trace: %llu events, %llu stacks; stack cache %s: %llu hits, %llu captures", (unsigned long long)st.events,
+                 (unsigned long long)st.stacks, G.stack_cache ? "on" : "off", (unsigned long long)hits,
+                 (unsigned long long)misses);
+  }
   t_inside = saved;
 }
 

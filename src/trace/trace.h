@@ -92,8 +92,9 @@ uint32_t _hpcmem_stack_capture(uint64_t *frames, uint32_t max, const void *from)
 typedef struct { uint32_t n; uint64_t first, parent; } hmt_stack_def_t;
 uint64_t _hpcmem_stack_intern(const uint64_t *frames, uint32_t depth, hmt_stack_def_t *def);
 /* The same through a per-thread cache of recent stacks (stack.c says
- * how a hit is recognised): capture (frames and slots are scratch for
- * HPCMEM_TRACE_DEPTH + HMT_CAPTURE_EXTRA entries) and intern only when the
+ * how a hit is recognised): capture (frames is scratch for
+ * HPCMEM_TRACE_DEPTH + HMT_CAPTURE_EXTRA entries, scratch for four times
+ * as many) and intern only when the
  * stack is not the one recorded last time from the same place.  hook_frame:
  * __builtin_frame_address(0) of the hook, whose return address is from.
  * Returns the stack id, 0 without a stack. */
@@ -101,7 +102,9 @@ uint64_t _hpcmem_stack_intern(const uint64_t *frames, uint32_t depth, hmt_stack_
 typedef struct hmt_scache hmt_scache_t;
 size_t _hpcmem_scache_size(uint32_t max);
 void _hpcmem_scache_clear(hmt_scache_t *c, uint32_t max);
-uint64_t _hpcmem_stack_get(hmt_scache_t *c, uint64_t *frames, uint64_t *slots, uint32_t max, const void *from,
+/* adds the cache's hits and misses (captures) to *hits and *misses */
+void _hpcmem_scache_counts(const hmt_scache_t *c, uint64_t *hits, uint64_t *misses);
+uint64_t _hpcmem_stack_get(hmt_scache_t *c, uint64_t *frames, uint64_t *scratch, uint32_t max, const void *from,
                            const void *hook_frame, hmt_stack_def_t *def);
 uint64_t _hpcmem_stack_count(void);
 size_t _hpcmem_stack_memory(void);
