@@ -92,6 +92,27 @@ static void file_name(char *buf, size_t len, int rank, int n) {
   else snprintf(buf, len, "rank-%d-%d.hmt", rank < 0 ? 0 : rank, n);
 }
 
+/* Is the existing file `name` a trace of this same job -- another rank that
+ * took the name first because the ranks were not known yet, or the parent
+ * of a forked child -- rather than a leftover of another run or something
+ * else altogether?  Only the latter is worth a warning: every rank of a
+ * job writes into the directory one of them made, and guessed names
+ * collide there as a matter of course.  A file too short to hold a header
+ * is being created by a sibling right now. */
+static int same_job(const char *name) {
+  int fd = openat(F.dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return 0;  /* a symbolic link, or unreadable */
+  struct stat st;
+  uint8_t h[HMT_HEADER_SIZE];
+  ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? pread(fd, h, sizeof h, 0) : -1;
+  close(fd);
+  if (n < 0) return 0;
+  if (n < (ssize_t)sizeof h) return 1;
+  hmt_header_t o;
+  if (hmt_header_decode(h, sizeof h, &o) != HMT_OK) return 0;
+  return strncmp(o.jobid, F.hdr.jobid, sizeof o.jobid) == 0 && strncmp(o.hostname, F.hdr.hostname, sizeof o.hostname) == 0;
+}
+
 static int create_file(void) {
   int err = make_dirs(F.dir);
   if (err == 0 && (F.dirfd = open(F.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) err = -errno;
@@ -101,12 +122,16 @@ static int create_file(void) {
   }
   /* O_EXCL: never reuse an existing file; with O_CREAT it also refuses a
    * symbolic link (even a dangling one), and O_NOFOLLOW says so twice */
+  int warned = 0;
   for (int n = 0; n < 1000; n++) {
     file_name(F.name, sizeof F.name, F.hdr.rank, n);
     F.fd = openat(F.dirfd, F.name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (F.fd >= 0) break;
     if (errno != EEXIST) { err = -errno; break; }
-    if (n == 0) _hpcmem_warn("trace: %s/%s exists; not overwriting it", F.dir, F.name);
+    if (!warned && !same_job(F.name)) {
+      warned = 1;
+      _hpcmem_warn("trace: %s/%s exists; not overwriting it (it is not a trace of this job)", F.dir, F.name);
+    }
   }
   if (F.fd < 0) {
     _hpcmem_warn("trace: cannot create a trace file in %s: %s; tracing is off", F.dir,
@@ -188,6 +213,8 @@ void _hpcmem_tfile_set_identity(const hmt_file_identity_t *id) {
           break;
         }
         if (errno != EEXIST) break;  /* keep the old name; the header has the rank */
+        if (n == 0 && !same_job(name))
+          _hpcmem_warn("trace: %s/%s exists; not overwriting it (it is not a trace of this job)", F.dir, name);
       }
     }
     int err = write_header();
