@@ -123,6 +123,51 @@ grep -c '<polyline' "$dir/svg/memory-over-time.svg" | grep -qx 4 || bad="$bad (n
 grep -q 'read_mesh' "$dir/svg/top-stacks.svg" || bad="$bad (top-stacks without read_mesh)"
 [ -z "$bad" ] && ok svg_plots || ko svg_plots "$bad"
 
+# PNG copies, where rsvg-convert (Debian: librsvg2-bin) is installed: a PNG
+# signature, an IHDR of the SVG's size, and a drawing (not one flat colour)
+png_info() {  # FILE -> "WIDTH HEIGHT COLOURS" (COLOURS only with python3)
+  python3 - "$1" <<'PY' 2>/dev/null || od -A n -t u1 -j 16 -N 8 "$1" | awk '{ print $1*16777216+$2*65536+$3*256+$4, $5*16777216+$6*65536+$7*256+$8, "?" }'
+import struct, sys, zlib
+d = open(sys.argv[1], "rb").read()
+assert d[:8] == b"\x89PNG\r\n\x1a\n" and d[12:16] == b"IHDR"
+w, h, depth, ctype = struct.unpack(">IIBB", d[16:26])
+pos, idat = 8, b""
+while pos < len(d):
+    n, = struct.unpack(">I", d[pos:pos + 4]); kind = d[pos + 4:pos + 8]
+    if kind == b"IDAT": idat += d[pos + 8:pos + 8 + n]
+    pos += 12 + n
+raw = zlib.decompress(idat)
+bpp = {2: 3, 6: 4}.get(ctype, 1) * depth // 8
+stride = w * bpp + 1
+# filtered rows: the distinct byte values of the first pixel of each row and
+# of the raw data are a rough count of colours, enough to tell a blank image
+print(w, h, len(set(raw[i] for i in range(0, len(raw), 7))))
+PY
+}
+if command -v rsvg-convert >/dev/null 2>&1; then
+  bad=""
+  for f in memory-over-time job-memory-over-time hwm-per-rank top-stacks; do
+    p="$dir/svg/$f.png"
+    if [ ! -s "$p" ]; then bad="$bad $f.png:missing"; continue; fi
+    sig=$(od -A n -t x1 -N 8 "$p" | tr -d ' \n')
+    [ "$sig" = 89504e470d0a1a0a ] || { bad="$bad $f.png:signature=$sig"; continue; }
+    set -- $(png_info "$p")
+    sw=$(sed -n '2s/.* width="\([0-9]*\)".*/\1/p' "$dir/svg/$f.svg")
+    sh=$(sed -n '2s/.* height="\([0-9]*\)".*/\1/p' "$dir/svg/$f.svg")
+    [ "$1" = "$sw" ] && [ "$2" = "$sh" ] || bad="$bad $f.png:${1}x$2/svg:${sw}x$sh"
+    [ "$3" = "?" ] || [ "$3" -gt 8 ] || bad="$bad $f.png:blank"
+    [ "$(wc -c < "$p")" -gt 2000 ] || bad="$bad $f.png:$(wc -c < "$p")bytes"
+  done
+  [ -z "$bad" ] && ok png_plots || ko png_plots "$bad"
+else
+  echo "[  SKIPPED ] hpcmem_report.png_plots (rsvg-convert is not installed: apt-get install librsvg2-bin)"
+fi
+# no converter on the PATH: SVGs only, quietly
+PATH=/nonexistent "$REPORT" --svg="$dir/svg2" "$dir/trace" > /dev/null 2> "$dir/err.txt"; rc=$?
+n_png=$(ls "$dir/svg2" | grep -c '\.png$'); n_svg=$(ls "$dir/svg2" | grep -c '\.svg$')
+[ $rc = 0 ] && [ "$n_png" = 0 ] && [ "$n_svg" = 4 ] && [ ! -s "$dir/err.txt" ] && ok svg_without_a_png_converter ||
+  ko svg_without_a_png_converter "exit $rc, $n_svg SVG, $n_png PNG: $(head -c 200 "$dir/err.txt")"
+
 # --- heaptrack export -----------------------------------------------------------------
 if "$REPORT" --heaptrack=3 -o "$dir/ht.gz" "$dir/trace" > /dev/null 2> "$dir/err.txt" && [ -s "$dir/ht.gz" ]; then
   if command -v heaptrack_print >/dev/null 2>&1; then
