@@ -15,7 +15,8 @@
 #   --builddir DIR build directory (default: $top_builddir, the current directory)
 #
 # Writes OUTDIR/bwamem.md (tables), OUTDIR/bwamem.csv
-# (size,allocator,threads,reads_per_s,seconds,reads_per_cpu_s: the best rounds),
+# (size,allocator,threads,reads_per_s,seconds,reads_per_cpu_s: the best rounds,
+# then the worst round's reads_per_cpu_s),
 # OUTDIR/raw.csv (size,allocator,threads,reads_per_s,seconds,cpu_s,round), OUTDIR/*.svg (Figures 5 and 6 of the paper, redrawn from this
 # run) and OUTDIR/logs/.
 set -u
@@ -98,19 +99,22 @@ while [ $rep -le $reps ]; do
 done
 # best of the rounds: size,allocator,threads,reads_per_s,seconds (fastest
 # round), reads_per_cpu_s (least CPU time, user + system, of any round)
+# and, for the spread, the worst round's reads_per_cpu_s
 awk -F, '{ k = $1 "," $2 "," $3; if (!(k in best)) order[++n] = k
            if (!(k in best) || $4 > best[k]) { best[k] = $4; secs[k] = $5 }
-           pc = $6 > 0 ? $4 * $5 / $6 : 0; if (pc > percpu[k]) percpu[k] = pc }
-         END { for (i = 1; i <= n; i++) { k = order[i]; printf "%s,%s,%s,%.1f\n", k, best[k], secs[k], percpu[k] } }' \
+           pc = $6 > 0 ? $4 * $5 / $6 : 0; if (pc > percpu[k]) percpu[k] = pc
+           if (!(k in worstpc) || pc < worstpc[k]) worstpc[k] = pc }
+         END { for (i = 1; i <= n; i++) { k = order[i]; printf "%s,%s,%s,%.1f,%.1f\n", k, best[k], secs[k], percpu[k], worstpc[k] } }' \
   "$out/raw.csv" > "$out/bwamem.csv"
 
 # ------------------------------------------------------------------ report
-# table SIZE COLUMN TITLE: threads down, allocators across, the best in bold
+# table SIZE COLUMN TITLE [WORST-COLUMN]: threads down, allocators across, the
+# best in bold; with WORST-COLUMN each cell adds how far the worst round fell below
 table() {
-  awk -F, -v size="$1" -v col="$2" -v title="$3" '
+  awk -F, -v size="$1" -v col="$2" -v title="$3" -v wcol="${4:-0}" '
     $1 == size { if (!(($2) in seen)) { seen[$2] = 1; order[++na] = $2 }
                  if (!(($3) in tseen)) { tseen[$3] = 1; th[++nt] = $3 }
-                 v[$2, $3] = $col }
+                 v[$2, $3] = $col; if (wcol > 0) w[$2, $3] = $wcol }
     END {
       if (na == 0) { print "(no results)"; exit }
       printf "%s\n\n| threads |", title; for (a = 1; a <= na; a++) printf " %s |", order[a]; printf "\n"
@@ -118,7 +122,12 @@ table() {
       for (t = 1; t <= nt; t++) {
         best = 0; for (a = 1; a <= na; a++) if (v[order[a], th[t]] > best) best = v[order[a], th[t]]
         printf "| %s |", th[t]
-        for (a = 1; a <= na; a++) printf (v[order[a], th[t]] == best ? " **%.0f** |" : " %.0f |"), v[order[a], th[t]]
+        for (a = 1; a <= na; a++) {
+          x = v[order[a], th[t]]
+          printf (x == best ? " **%.0f**" : " %.0f"), x
+          if (wcol > 0 && x > 0) printf " (-%.0f%%)", 100 * (1 - w[order[a], th[t]] / x)
+          printf " |"
+        }
         printf "\n"
       }
     }' "$out/bwamem.csv"
@@ -145,7 +154,7 @@ table() {
     echo
     table "$size" 4 "Reads per second (wall clock):"
     echo
-    table "$size" 6 "Reads per CPU second (user + system time: the work done, whatever else the machine runs):"
+    table "$size" 6 "Reads per CPU second (user + system time: the work done, whatever else the machine runs; in brackets how far the worst round fell below the best):" 7
     echo
     echo "![reads/s, $size]($size-threads.svg)"
   done
