@@ -85,9 +85,16 @@ void hmt_sym_free(hmt_symtab_t *s) {
   }
   free(s->mods);
   for (size_t i = 0; i < s->nsyms; i++) {
-    free((char *)s->syms[i].function);
-    free((char *)s->syms[i].file);
-    free((char *)s->syms[i].decl_file);
+    hmt_sym_t *y = &s->syms[i];
+    for (int k = 0; k < y->ninl; k++) {
+      free((char *)y->inl[k].function);
+      free((char *)y->inl[k].file);
+      free((char *)y->inl[k].decl_file);
+    }
+    free((void *)y->inl);
+    free((char *)y->function);
+    free((char *)y->file);
+    free((char *)y->decl_file);
   }
   free(s->syms);
   for (size_t i = 0; i < s->nwarnings; i++) free(s->warnings[i]);
@@ -179,48 +186,103 @@ static int open_module(hmt_symtab_t *s, modrec_t *r) {
   return 0;
 }
 
-/* The line in the function itself: when the address is in code inlined
- * into it, the line of the outermost inlined call (std::vector's allocate
- * inlined into assemble() is reported at the line of assemble that calls
- * push_back).  Also the file the function is defined in. */
+/* The name of a subprogram or inlined instance: its linkage name
+ * demangled when it has one (C++: qualified, as the symbol table has it),
+ * else its DW_AT_name -- through the abstract origin for an inlined copy. */
+static char *die_function(Dwarf_Die *d) {
+  Dwarf_Attribute at;
+  const char *link = dwarf_formstring(dwarf_attr_integrate(d, DW_AT_linkage_name, &at));
+  if (!link) link = dwarf_formstring(dwarf_attr_integrate(d, DW_AT_MIPS_linkage_name, &at));
+  if (link) return demangle(link);
+  const char *name = dwarf_diename(d);
+  return name ? strdup(name) : NULL;
+}
+
+/* The file and line of the call an inlined instance stands for. */
+static int call_site(Dwarf_Die *cu, Dwarf_Die *inl, char **file, int *line) {
+  Dwarf_Attribute at;
+  Dwarf_Word f = 0, l = 0;
+  Dwarf_Files *files;
+  size_t nfiles;
+  if (dwarf_formudata(dwarf_attr(inl, DW_AT_call_file, &at), &f) != 0 ||
+      dwarf_formudata(dwarf_attr(inl, DW_AT_call_line, &at), &l) != 0 || dwarf_getsrcfiles(cu, &files, &nfiles) != 0 ||
+      f >= nfiles)
+    return -1;
+  const char *src = dwarf_filesrc(files, f, NULL, NULL);
+  if (!src) return -1;
+  *file = strdup(src);
+  *line = (int)l;
+  return 0;
+}
+
+/* Inlined code: one return address stands for several calls.  dwarf_getscopes
+ * gives the scopes around the address innermost first; for code inlined it
+ * follows the inlined function's abstract tree past the innermost instance,
+ * so the concrete chain up to the real function comes from
+ * dwarf_getscopes_die of that instance.  Each DW_TAG_inlined_subroutine becomes an entry of out->inl
+ * (name, and the line in it: the line table's for the innermost, the call
+ * of the next inner one for the others); the real function gets the line
+ * of the outermost inlined call (std::vector's allocate inlined into
+ * assemble() shows at the line of assemble that calls push_back) and the
+ * file it is defined in. */
 static void lookup_dwarf(Dwfl_Module *mod, GElf_Addr a, hmt_sym_t *out) {
   Dwarf_Addr bias = 0;
   Dwarf_Die *cu = dwfl_module_addrdie(mod, a, &bias);
   if (!cu) return;  /* no debug information covers it: no line, rather than a wrong one */
   Dwfl_Line *l = dwfl_module_getsrc(mod, a);
+  char *src_file = NULL;
+  int src_line = 0;
   if (l) {
-    int line = 0;
-    const char *src = dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL);
-    if (src) { out->file = strdup(src); out->line = line; }
+    const char *src = dwfl_lineinfo(l, NULL, &src_line, NULL, NULL, NULL);
+    if (src) src_file = strdup(src);
   }
   Dwarf_Die *scopes = NULL;
   int n = dwarf_getscopes(cu, a - bias, &scopes);
-  if (n > 0 && dwarf_tag(&scopes[0]) == DW_TAG_inlined_subroutine) {
-    /* getscopes follows the inlined function's abstract tree; the
-     * concrete chain up to the real function comes from its DIE */
+  /* the innermost inlined instance (lexical blocks may come first) */
+  int i0 = 0;
+  while (i0 < n && dwarf_tag(&scopes[i0]) != DW_TAG_inlined_subroutine && dwarf_tag(&scopes[i0]) != DW_TAG_subprogram) i0++;
+  if (i0 < n && dwarf_tag(&scopes[i0]) == DW_TAG_inlined_subroutine) {
     Dwarf_Die *chain = NULL;
-    int k = dwarf_getscopes_die(&scopes[0], &chain);
+    int k = dwarf_getscopes_die(&scopes[i0], &chain);
     if (k > 0) { free(scopes); scopes = chain; n = k; }
     else free(chain);
   }
-  int sub = -1, inl = -1;
+  int sub = -1, ninl = 0;
   for (int i = 0; i < n; i++) {
     int tag = dwarf_tag(&scopes[i]);
     if (tag == DW_TAG_subprogram) { sub = i; break; }
-    if (tag == DW_TAG_inlined_subroutine) inl = i;
+    if (tag == DW_TAG_inlined_subroutine) ninl++;
   }
-  if (inl >= 0) {
-    Dwarf_Attribute at;
-    Dwarf_Word file = 0, line = 0;
-    Dwarf_Files *files;
-    size_t nfiles;
-    if (dwarf_formudata(dwarf_attr(&scopes[inl], DW_AT_call_file, &at), &file) == 0 &&
-        dwarf_formudata(dwarf_attr(&scopes[inl], DW_AT_call_line, &at), &line) == 0 &&
-        dwarf_getsrcfiles(cu, &files, &nfiles) == 0 && file < nfiles) {
-      const char *f = dwarf_filesrc(files, file, NULL, NULL);
-      if (f) { free((char *)out->file); out->file = strdup(f); out->line = (int)line; }
+  hmt_sym_t *inl = ninl ? calloc((size_t)ninl, sizeof *inl) : NULL;
+  char *file = src_file;  /* the location in the innermost scope so far */
+  int line = src_line, k = 0;
+  for (int i = 0; i < n && (sub < 0 || i < sub); i++) {
+    if (dwarf_tag(&scopes[i]) != DW_TAG_inlined_subroutine) continue;
+    if (inl) {
+      hmt_sym_t *e = &inl[k++];
+      e->function = die_function(&scopes[i]);
+      if (!e->function) e->function = strdup("?");
+      e->known = 1;
+      e->inlined = 1;
+      e->module = out->module;
+      e->file = file; e->line = line;
+      const char *d = dwarf_decl_file(&scopes[i]);
+      if (d) e->decl_file = strdup(d);
+    } else {
+      free(file);
     }
+    file = NULL; line = 0;
+    call_site(cu, &scopes[i], &file, &line);
   }
+  out->inl = inl;
+  out->ninl = inl ? k : 0;
+  if (sub < 0 && !out->ninl) {
+    /* in no function of the unit: code between its functions that has no
+     * debug information (_start), whose nearest line would be a lie */
+    free(file);
+    file = NULL; line = 0;
+  }
+  out->file = file; out->line = line;
   if (sub >= 0) {
     const char *d = dwarf_decl_file(&scopes[sub]);
     if (d) out->decl_file = strdup(d);
@@ -264,7 +326,7 @@ static int lookup_addr2line(modrec_t *r, uint64_t faddr, hmt_sym_t *out) {
 }
 
 const hmt_sym_t *hmt_sym_lookup(hmt_symtab_t *s, const hmt_reader_t *rd, uint64_t addr) {
-  static hmt_sym_t unknown = {"?", NULL, 0, NULL, "?", 0};
+  static hmt_sym_t unknown = {.function = "?", .module = "?"};
   const hmt_module_t *m = hmt_module_of(rd, addr);
   uint64_t pc = addr ? addr - 1 : 0;  /* return address: the call is just before */
   long mi = m ? module_index(s, m) : -1;

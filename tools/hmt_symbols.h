@@ -9,13 +9,21 @@
 
 typedef struct hmt_symtab hmt_symtab_t;
 
-typedef struct {
+typedef struct hmt_sym {
   const char *function;  /**< demangled; "0x1234" offset in the module when unknown */
   const char *file;      /**< source file of the call, in the function itself (past inlined code), or NULL */
   int line;              /**< 0 when unknown */
   const char *decl_file; /**< where the function is defined, or NULL */
   const char *module;    /**< path of the object file, or "?" */
   int known;             /**< 1 when the function name was found */
+  /** Functions inlined at this address, innermost first: inl[0] is the one
+   *  the address is in (its file and line: the line in it), inl[k + 1] the
+   *  one inl[k] was inlined into (its line: the call of inl[k]), and the
+   *  function above -- the one in the symbol table -- took inl[ninl - 1].
+   *  Their own inl is NULL; inlined is 1 for them. */
+  const struct hmt_sym *inl;
+  int ninl;
+  int inlined;
 } hmt_sym_t;
 
 enum { HMT_SYM_AUTO, HMT_SYM_LIBDW, HMT_SYM_ADDR2LINE, HMT_SYM_NONE };

@@ -370,6 +370,24 @@ int rpt_stack_frames(rpt_proc_t *P, const rpt_stack_t *s, const uint64_t **f, ui
 
 const hmt_sym_t *rpt_frame(rpt_t *R, rpt_proc_t *P, uint64_t addr) { return hmt_sym_lookup(R->sym, P->r, addr); }
 
+int rpt_lstack(rpt_t *R, rpt_proc_t *P, const rpt_stack_t *s, const rpt_lframe_t **lf, uint32_t *n) {
+  const uint64_t *f;
+  uint32_t d, m = 0;
+  if (rpt_stack_frames(P, s, &f, &d) != 0) return -1;
+  for (uint32_t j = 0; j < d; j++) {
+    const hmt_sym_t *sym = rpt_frame(R, P, f[j]);
+    if (m + (uint32_t)sym->ninl + 1 > R->lfcap) {
+      R->lfcap = 2 * (m + (size_t)sym->ninl + 1) + 64;
+      R->lf = xrealloc(R->lf, R->lfcap * sizeof *R->lf);
+    }
+    for (int k = 0; k < sym->ninl; k++) R->lf[m++] = (rpt_lframe_t){&sym->inl[k], f[j]};
+    R->lf[m++] = (rpt_lframe_t){sym, f[j]};
+  }
+  *lf = R->lf;
+  *n = m;
+  return 0;
+}
+
 static const char *base_name(const char *p) {
   const char *b = strrchr(p, '/');
   return b ? b + 1 : p;
@@ -472,14 +490,12 @@ static void attribute(rpt_t *R) {
     rpt_proc_t *P = &R->p[i];
     for (size_t k = 1; k < P->nst; k++) {
       rpt_stack_t *s = &P->st[k];
-      const uint64_t *f;
+      const rpt_lframe_t *lf;
       uint32_t d;
-      if (!interesting(R, P, s) || rpt_stack_frames(P, s, &f, &d) != 0 || d == 0) continue;
+      if (!interesting(R, P, s) || rpt_lstack(R, P, s, &lf, &d) != 0 || d == 0) continue;
       s->attr = 0;
-      for (uint32_t j = 0; j < d; j++) {
-        const hmt_sym_t *sym = rpt_frame(R, P, f[j]);
-        if (!runtime_frame(sym) && !user_wrapper(R, sym)) { s->attr = (int)j; break; }
-      }
+      for (uint32_t j = 0; j < d; j++)
+        if (!runtime_frame(lf[j].sym) && !user_wrapper(R, lf[j].sym)) { s->attr = (int)j; break; }
     }
   }
   if (!R->o.collapse) return;
@@ -496,15 +512,15 @@ static void attribute(rpt_t *R) {
       rpt_proc_t *P = &R->p[i];
       for (size_t k = 1; k < P->nst; k++) {
         rpt_stack_t *s = &P->st[k];
-        const uint64_t *f;
+        const rpt_lframe_t *lf;
         uint32_t d;
-        if (s->attr < 0 || rpt_stack_frames(P, s, &f, &d) != 0) continue;
-        const hmt_sym_t *fn = rpt_frame(R, P, f[s->attr]);
+        if (s->attr < 0 || rpt_lstack(R, P, s, &lf, &d) != 0 || (uint32_t)s->attr >= d) continue;
+        const hmt_sym_t *fn = lf[s->attr].sym;
         int added;
         size_t w = str_index(&idx, &names, &nn, fn->function, &added);
         if (added) { ws = xrealloc(ws, nn * sizeof *ws); memset(&ws[w], 0, sizeof *ws); }
-        hmt_map_put(&ws[w].sites, site_key(P, f[s->attr]), NULL);
-        uint64_t caller = (uint32_t)s->attr + 1 < d ? str_hash(rpt_frame(R, P, f[s->attr + 1])->function) : 1;
+        hmt_map_put(&ws[w].sites, site_key(P, lf[s->attr].addr), NULL);
+        uint64_t caller = (uint32_t)s->attr + 1 < d ? str_hash(lf[s->attr + 1].sym->function) : 1;
         hmt_map_put(&ws[w].callers, caller, NULL);
       }
     }
@@ -513,10 +529,10 @@ static void attribute(rpt_t *R) {
       rpt_proc_t *P = &R->p[i];
       for (size_t k = 1; k < P->nst; k++) {
         rpt_stack_t *s = &P->st[k];
-        const uint64_t *f;
+        const rpt_lframe_t *lf;
         uint32_t d;
-        if (s->attr < 0 || rpt_stack_frames(P, s, &f, &d) != 0 || (uint32_t)s->attr + 1 >= d) continue;
-        size_t w = str_index(&idx, &names, &nn, rpt_frame(R, P, f[s->attr])->function, NULL);
+        if (s->attr < 0 || rpt_lstack(R, P, s, &lf, &d) != 0 || (uint32_t)s->attr + 1 >= d) continue;
+        size_t w = str_index(&idx, &names, &nn, lf[s->attr].sym->function, NULL);
         if (ws[w].sites.count == 1 && ws[w].callers.count >= 2) { s->attr++; changed = 1; }
       }
     }
@@ -553,10 +569,10 @@ rpt_agg_t *rpt_aggregate(rpt_t *R, rpt_proc_t *only, int by_library, int which, 
       int64_t cnt, v = value(R, P, s, which, &cnt);
       if (v == 0 && cnt == 0) continue;
       const char *name = "(no stack)", *file = NULL, *module = "";
-      const uint64_t *f;
+      const rpt_lframe_t *lf;
       uint32_t d;
-      if (k > 0 && s->attr >= 0 && rpt_stack_frames(P, s, &f, &d) == 0) {
-        const hmt_sym_t *sym = rpt_frame(R, P, f[s->attr]);
+      if (k > 0 && s->attr >= 0 && rpt_lstack(R, P, s, &lf, &d) == 0 && (uint32_t)s->attr < d) {
+        const hmt_sym_t *sym = lf[s->attr].sym;
         name = by_library ? base_name(sym->module) : sym->function;
         file = sym->decl_file ? sym->decl_file : sym->file;
         module = sym->module;
@@ -627,13 +643,13 @@ rpt_group_t *rpt_stack_groups(rpt_t *R, rpt_proc_t *only, int which, size_t *n) 
       rpt_stack_t *s = &P->st[k];
       int64_t cnt, v = value(R, P, s, which, &cnt);
       if (v <= 0) continue;
-      const uint64_t *f;
+      const rpt_lframe_t *lf;
       uint32_t d;
       size_t len = 0;
       key[0] = 0;
-      if (k > 0 && rpt_stack_frames(P, s, &f, &d) == 0) {
+      if (k > 0 && rpt_lstack(R, P, s, &lf, &d) == 0) {
         for (uint32_t j = s->attr >= 0 ? (uint32_t)s->attr : 0; j < d; j++) {
-          const hmt_sym_t *sym = rpt_frame(R, P, f[j]);
+          const hmt_sym_t *sym = lf[j].sym;
           size_t need = strlen(sym->function) + (sym->file ? strlen(sym->file) : 0) + 32;
           if (len + need >= cap) { cap = 2 * (len + need); key = xrealloc(key, cap); }
           len += (size_t)snprintf(key + len, cap - len, "%s\t%s\t%d\n", sym->function, sym->file ? sym->file : "", sym->line);

@@ -36,7 +36,7 @@ typedef struct {
   int64_t at_jpeak, cnt_at_jpeak;
   uint32_t ep, jep;
   uint64_t allocs, bytes;
-  int attr;  /* attribution frame (index into the stack), -1 none */
+  int attr;  /* attribution frame (index into rpt_lstack's calls), -1 none */
 } rpt_stack_t;
 
 typedef struct {
@@ -110,6 +110,8 @@ typedef struct {
   uint32_t epoch;
   rpt_timeline_t tl;
   hmt_symtab_t *sym;
+  struct rpt_lframe *lf;   /* rpt_lstack's result */
+  size_t lfcap;
   uint64_t hist_count[RPT_HIST_BINS], hist_bytes[RPT_HIST_BINS];
   int errors;
 } rpt_t;
@@ -124,6 +126,11 @@ typedef struct {
 
 /* hpcmem-report.c */
 const hmt_sym_t *rpt_frame(rpt_t *R, rpt_proc_t *P, uint64_t addr);
+/* A stack as calls: each return address's inlined functions (innermost
+ * first, sym->inlined set) and then its own function.  rpt_stack_t.attr
+ * indexes these.  The array lives until the next call. */
+typedef struct rpt_lframe { const hmt_sym_t *sym; uint64_t addr; } rpt_lframe_t;
+int rpt_lstack(rpt_t *R, rpt_proc_t *P, const rpt_stack_t *s, const rpt_lframe_t **lf, uint32_t *n);
 int rpt_stack_frames(rpt_proc_t *P, const rpt_stack_t *s, const uint64_t **f, uint32_t *d);
 int64_t rpt_at_peak(const rpt_proc_t *P, const rpt_stack_t *s, int64_t *count);
 int64_t rpt_at_jpeak(const rpt_t *R, const rpt_stack_t *s, int64_t *count);

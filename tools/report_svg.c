@@ -248,14 +248,14 @@ static int plot_top(rpt_t *R, FILE *o) {
   k = 0;
   for (; k < ns && (int)k < rows; k++) {
     rpt_stack_t *s = &P->st[idx[k]];
-    const uint64_t *f;
+    const rpt_lframe_t *lf;
     uint32_t d;
-    if (rpt_stack_frames(P, s, &f, &d) == 0 && s->attr >= 0) {
-      const hmt_sym_t *a0 = rpt_frame(R, P, f[s->attr]);
+    if (s->attr >= 0 && rpt_lstack(R, P, s, &lf, &d) == 0 && (uint32_t)s->attr < d) {
+      const hmt_sym_t *a0 = lf[s->attr].sym;
       if ((uint32_t)s->attr + 1 < d) {
         char first[150];
         snprintf(first, sizeof first, "%s", a0->function);
-        snprintf(names[k], sizeof names[k], "%s < %s", first, rpt_frame(R, P, f[s->attr + 1])->function);
+        snprintf(names[k], sizeof names[k], "%s < %s", first, lf[s->attr + 1].sym->function);
       } else {
         snprintf(names[k], sizeof names[k], "%s", a0->function);
       }

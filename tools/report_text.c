@@ -72,16 +72,16 @@ static void print_stacks(FILE *out, rpt_t *R, rpt_proc_t *only, int which, int64
             total ? 100.0 * (double)g[i].bytes / (double)total : 0.0, (long long)g[i].count, g[i].count == 1 ? "" : "s");
     if (!only && R->np > 1) fprintf(out, " on %d rank%s", g[i].procs, g[i].procs == 1 ? "" : "s");
     fputc('\n', out);
-    const uint64_t *f;
+    const rpt_lframe_t *lf;
     uint32_t d;
-    if (rpt_stack_frames(P, s, &f, &d) != 0) {
+    if (rpt_lstack(R, P, s, &lf, &d) != 0) {
       fprintf(out, "       %s\n", s->id ? "(stack not in the trace)" : "(no stack recorded)");
       continue;
     }
     int start = s->attr >= 0 ? s->attr : 0, shown = 0;
     for (uint32_t j = (uint32_t)start; j < d && shown < 12; j++, shown++) {
-      frame_text(rpt_frame(R, P, f[j]), fr, sizeof fr);
-      fprintf(out, "       %s\n", fr);
+      frame_text(lf[j].sym, fr, sizeof fr);
+      fprintf(out, "       %s%s\n", fr, lf[j].sym->inlined ? " [inlined]" : "");
     }
     if (d - (uint32_t)start > 12) fprintf(out, "       ... %u more frames\n", d - (uint32_t)start - 12);
   }
@@ -308,12 +308,13 @@ static void json_stacks(FILE *o, rpt_t *R, rpt_proc_t *only, int which) {
     rpt_stack_t *s = &P->st[g[i].idx];
     fprintf(o, "%s{\"bytes\":%lld,\"count\":%lld,\"ranks\":%d,\"attribution\":%d,\"frames\":[", i ? "," : "",
             (long long)g[i].bytes, (long long)g[i].count, g[i].procs, s->attr);
-    const uint64_t *f;
+    const rpt_lframe_t *lf;
     uint32_t d;
-    if (rpt_stack_frames(P, s, &f, &d) == 0)
+    if (rpt_lstack(R, P, s, &lf, &d) == 0)
       for (uint32_t j = 0; j < d; j++) {
-        const hmt_sym_t *sym = rpt_frame(R, P, f[j]);
-        fprintf(o, "%s{\"address\":\"0x%llx\",\"function\":", j ? "," : "", (unsigned long long)f[j]);
+        const hmt_sym_t *sym = lf[j].sym;
+        fprintf(o, "%s{\"address\":\"0x%llx\",%s\"function\":", j ? "," : "", (unsigned long long)lf[j].addr,
+                sym->inlined ? "\"inlined\":true," : "");
         js(o, sym->function);
         if (sym->file) { fputs(",\"file\":", o); js(o, sym->file); fprintf(o, ",\"line\":%d", sym->line); }
         fputs(",\"module\":", o);
