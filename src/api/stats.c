@@ -40,15 +40,16 @@ void _hpcmem_stats_add_error(void) { __atomic_add_fetch(&errors_without_cache, 1
 static void timeline_thin(void) {
   size_t k = 0;
   for (size_t i = 0; i < timeline_n; i++)
-    if (i % 2 == 0 || timeline[i].t_ns == peak_time) timeline[k++] = timeline[i];
+    if (i % 2 == 0 || (int64_t)timeline[i].bytes == peak) timeline[k++] = timeline[i];
   timeline_n = k;
   timeline_step_shift++;
 }
 
 /* The timeline takes a sample when the total moved by a step since the last
- * one; a new peak always gets a sample, replacing the previous sample when
- * that was the peak too, so a climb costs one slot and the maximum is always
- * present.  timeline_wants: has the total moved by a step? */
+ * one; a new peak always shows: less than a step above a sample that was the
+ * peak too, it raises that sample in place (a slow climb costs one slot per
+ * step), else it is a sample of its own.  So the maximum is always present
+ * and no plateau is lost.  timeline_wants: has the total moved by a step? */
 static int timeline_wants(int64_t bytes) {
   int64_t step = peak >> 6;
   if (step < ((int64_t)1 << 20)) step = (int64_t)1 << 20;
@@ -60,12 +61,18 @@ static int timeline_wants(int64_t bytes) {
 /* Add a sample (a new peak, or a step: the caller asked timeline_wants). */
 static void timeline_add(uint64_t t, int64_t bytes, int new_peak) {
   _hpcmem_lock(&timeline_lock);
-  if (new_peak && last_was_peak && timeline_n) timeline_n--;
-  else if (timeline_n == TIMELINE_MAX) timeline_thin();
-  timeline[timeline_n].t_ns = t;
-  timeline[timeline_n].bytes = bytes > 0 ? (uint64_t)bytes : 0;
-  timeline_n++;
-  if (!new_peak || !last_was_peak) timeline_last = bytes;
+  if (new_peak && last_was_peak && timeline_n && !timeline_wants(bytes)) {
+    /* a peak a little above the last one raises that sample in place and
+     * keeps its time: moving it would drop the plateau before it from the
+     * step function (the value is over-estimated there by less than a step) */
+    timeline[timeline_n - 1].bytes = bytes > 0 ? (uint64_t)bytes : 0;
+  } else {
+    if (timeline_n == TIMELINE_MAX) timeline_thin();
+    timeline[timeline_n].t_ns = t;
+    timeline[timeline_n].bytes = bytes > 0 ? (uint64_t)bytes : 0;
+    timeline_n++;
+    timeline_last = bytes;
+  }
   last_was_peak = new_peak;
   _hpcmem_unlock(&timeline_lock);
 }
