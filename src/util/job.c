@@ -47,6 +47,15 @@ void _hpcmem_job_load(char *const *env, int pid) {
       j->jobid[k++] = (strchr("-_.", *s) || (*s >= '0' && *s <= '9') || ((*s | 0x20) >= 'a' && (*s | 0x20) <= 'z')) ? *s : '_';
     j->jobid[k] = 0;
   }
+  /* every srun of one Slurm allocation shares SLURM_JOB_ID: the step tells
+   * them apart, so a second step does not overwrite the first one's files */
+  const char *step = env_get(env, "SLURM_STEP_ID");
+  if (j->jobid[0] && step && *step && env_get(env, "SLURM_JOB_ID")) {
+    size_t k = strlen(j->jobid);
+    int ok = 1;
+    for (const char *c = step; *c; c++) ok &= *c >= '0' && *c <= '9';
+    if (ok && k + 2 + strlen(step) < sizeof j->jobid) snprintf(j->jobid + k, sizeof j->jobid - k, ".%s", step);
+  }
   if (!j->jobid[0]) snprintf(j->jobid, sizeof j->jobid, "pid%d", pid);
   struct utsname u;
   if (uname(&u) == 0) snprintf(j->hostname, sizeof j->hostname, "%s", u.nodename);

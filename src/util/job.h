@@ -5,6 +5,9 @@
  * these are the launcher's variables, not HPCMEM_* settings. */
 #ifndef HPCMEM_UTIL_JOB_H
 #define HPCMEM_UTIL_JOB_H
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct {
   int rank;            /* -1 when not launched by an MPI launcher */
@@ -21,4 +24,7 @@ void _hpcmem_job_init(void);
 /* The same from an explicit environment list (for tests). */
 void _hpcmem_job_load(char *const *env, int pid);
 
+#ifdef __cplusplus
+}
+#endif
 #endif
