@@ -4,8 +4,10 @@
  * unw_backtrace (DWARF unwind tables, cached per thread), glibc's
  * backtrace() (libgcc's unwinder), and a frame-pointer walk, which is the
  * fastest but only sees the whole stack when every caller keeps frame
- * pointers (-fno-omit-frame-pointer; the recorder's own functions do).  The measured costs are in
- * docs/trace-format.md.
+ * pointers (-fno-omit-frame-pointer; the recorder's own functions do).  The
+ * measured costs are in docs/trace-format.md.  In front of all three, a
+ * per-thread cache recognises a stack seen before without unwinding it
+ * (below, "the per-thread stack cache").
  *
  * Interning: each distinct stack gets an id the first time it is seen;
  * events then carry the id only.  Ids are nodes of a trie grown from the
@@ -172,11 +174,13 @@ uint32_t _hpcmem_stack_capture(uint64_t *frames, uint32_t max, const void *from)
  * Checking that is one load and compare per frame (a few ns for the whole
  * stack) instead of an unwind, a hash of the frames and a table lookup.
  *
- * The slots come from the unwinder: libunwind's cursor (the stack pointer
- * of each frame) or the frame-pointer walk (the address of each saved
+ * On a miss the slots come from libgcc's unwinder (the CFA of each frame;
+ * with HPCMEM_TRACE_UNWIND=libunwind, used only where it agrees with
+ * unw_backtrace) or from the frame-pointer walk (the address of each saved
  * return address).  A stack whose slots do not hold its frames (a signal
  * frame: the interrupted address comes from the signal context) is not
- * cached, nor one spread over more than 8 MiB of stack.
+ * cached, nor one spread over more than 8 MiB of stack or longer than an
+ * entry.
  *
  * Frames that find their CFA through the frame pointer and change their
  * size at run time (alloca) are the assumption's edge: the chain above

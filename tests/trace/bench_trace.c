@@ -1,7 +1,9 @@
 /* Micro-benchmarks of the recorder (not run by make check):
  *   bench_trace unwind   cost of one stack capture per method and depth
  *   bench_trace events   cost of one recorded event and bytes per event,
- *                        per codec, for a mix of malloc/free from 16 sites
+ *                        per codec, for a mix of malloc/free from 8 sites
+ *                        (HPCMEM_TRACE_STACK_CACHE=0 in the environment:
+ *                        without the stack cache)
  * Built with frame pointers so that the frame-pointer walk sees the whole
  * chain of the benchmark's own frames. */
 #define _GNU_SOURCE
@@ -76,7 +78,10 @@ static void bench_events(const char *dir, int n, int depth, int method) {
     snprintf(v1, sizeof v1, "HPCMEM_TRACE_DIR=%s", d);
     snprintf(v2, sizeof v2, "HPCMEM_TRACE_COMPRESS=%s", codecs[c]);
     snprintf(v3, sizeof v3, "HPCMEM_TRACE_DEPTH=%d", depth);
-    char *env[] = {"HPCMEM_TRACE=1", v1, v2, v3, NULL};
+    char v4[64];
+    const char *sc = getenv("HPCMEM_TRACE_STACK_CACHE");  /* passed on: 0 measures capture without the cache */
+    snprintf(v4, sizeof v4, "HPCMEM_TRACE_STACK_CACHE=%s", sc ? sc : "1");
+    char *env[] = {"HPCMEM_TRACE=1", v1, v2, v3, v4, NULL};
     _hpcmem_options_init();
     _hpcmem_options_load(env);
     _hpcmem_trace_init();
