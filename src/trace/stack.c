@@ -188,10 +188,11 @@ uint32_t _hpcmem_stack_capture(uint64_t *frames, uint32_t max, const void *from)
  * the old values by chance for a wrong hit.  Entries belong to one thread
  * (cleared when a buffer changes hands) and to one generation of the
  * intern table (_hpcmem_stack_reset invalidates them all). */
-#define HMT_SC_SETS 64
-#define HMT_SC_WAYS 4
+#define HMT_SC_SETS 32
+#define HMT_SC_WAYS 8
 #define HMT_SC_MAX_CHAIN 64
 #define HMT_SC_FIRST 16
+#define HMT_SC_SEEN 512
 #define HMT_SC_MAX_SPAN (8u << 20)
 
 typedef struct {
@@ -210,6 +211,8 @@ struct hmt_scache {
    * application function, whose calls put the hook's frame at the same
    * stack address, spread over the sets instead of fighting for one. */
   struct { uint64_t from; uint32_t off0, gen; } first[HMT_SC_FIRST];
+  uint32_t seen[HMT_SC_SEEN];  /* tags of places that missed lately */
+  uint64_t walks;              /* captures with the slots */
   hmt_sc_entry_t e[HMT_SC_SETS * HMT_SC_WAYS];
   /* then per entry: uint32_t off[cap] (from the base), uint64_t val[cap] */
 };
@@ -231,10 +234,10 @@ void _hpcmem_scache_counts(const hmt_scache_t *c, uint64_t *hits, uint64_t *miss
 }
 
 void _hpcmem_scache_clear(hmt_scache_t *c, uint32_t max) {
-  uint64_t hits = c->hits, misses = c->misses;  /* the process's counts go on */
+  uint64_t hits = c->hits, misses = c->misses, walks = c->walks;  /* the process's counts go on */
   memset(c, 0, sizeof *c);
   c->cap = sc_cap(max);
-  c->hits = hits; c->misses = misses;
+  c->hits = hits; c->misses = misses; c->walks = walks;
 }
 
 static inline uint32_t *sc_off(hmt_scache_t *c, size_t i) {
@@ -314,8 +317,9 @@ uint64_t _hpcmem_stack_get(hmt_scache_t *c, uint64_t *frames, uint64_t *scratch,
   }
   size_t fi = sc_first(f);
   int known = c->first[fi].from == f && c->first[fi].gen == gen;
+  uint64_t v0 = known ? *(const volatile uint64_t *)(uintptr_t)(base + c->first[fi].off0) : 0;
   if (known) {
-    size_t set = sc_set(f, base, *(const volatile uint64_t *)(uintptr_t)(base + c->first[fi].off0));
+    size_t set = sc_set(f, base, v0);
     for (size_t w = 0; w < HMT_SC_WAYS; w++) {
       hmt_sc_entry_t *e = &c->e[set + w];
       if (e->base != base || e->from != f || e->gen != gen) continue;
@@ -327,7 +331,23 @@ uint64_t _hpcmem_stack_get(hmt_scache_t *c, uint64_t *frames, uint64_t *scratch,
     }
   }
   __atomic_store_n(&c->misses, c->misses + 1, __ATOMIC_RELAXED);
-  /* a miss: capture with the slots */
+  /* A miss.  Finding the slots takes a second unwind with libgcc's
+   * unwinder, which is slow (microseconds: it interprets the unwind tables
+   * afresh for every frame), so it is done only for a place seen missing
+   * before -- stacks met once (MPI's start-up; a frame that alloca shifts
+   * every time) are captured as without the cache -- and only while the
+   * cache earns it: at most one walk per 64 hits, beyond a first 64. */
+  uint64_t kh = sc_set(f, base, v0) ^ (f * 0x9e3779b97f4a7c15ULL) ^ base;
+  size_t si = (size_t)(kh >> 7) & (HMT_SC_SEEN - 1);
+  uint32_t tag = (uint32_t)(kh >> 32) | 1u;
+  int walk = method == HMT_UNWIND_FRAMEPOINTER ||
+             (c->seen[si] == tag && c->walks < 64 + c->misses / 32 + c->hits / 64);
+  c->seen[si] = tag;
+  if (!walk) {
+    uint32_t n = _hpcmem_stack_capture(frames, max, from);
+    return n ? _hpcmem_stack_intern(frames, n, def) : 0;
+  }
+  c->walks++;
   int want = (int)(max + HMT_CAPTURE_EXTRA), n = 0, ok = 1;
   uint64_t *slots = scratch, *g_ip = scratch + want, *g_slot = scratch + 2 * want, *g_cfa = scratch + 3 * want;
   switch (method) {
