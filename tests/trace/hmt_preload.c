@@ -22,7 +22,9 @@ extern void *__libc_calloc(size_t, size_t);
 extern void *__libc_realloc(void *, size_t);
 extern void *__libc_memalign(size_t, size_t);
 
-#define EXPORT __attribute__((visibility("default")))
+/* frame pointers in the entry points, so that HPCMEM_TRACE_UNWIND=frame can
+ * walk from the hook into a program built with them */
+#define EXPORT __attribute__((visibility("default"), optimize("no-omit-frame-pointer")))
 #define TRACING (__builtin_expect(!started, 0) ? start_now() : __builtin_expect(_hpcmem_trace_enabled, 0))
 
 static pthread_key_t exit_key;
@@ -72,7 +74,7 @@ EXPORT void *realloc(void *old, size_t n) {
   return p;
 }
 
-static void *aligned(size_t align, size_t n) {
+__attribute__((optimize("no-omit-frame-pointer"))) static void *aligned(size_t align, size_t n) {
   void *p = __libc_memalign(align, n);
   if (TRACING && p) { arm(); _hpcmem_trace_event(HPCMEM_EV_MEMALIGN, p, n, NULL, align); }
   return p;

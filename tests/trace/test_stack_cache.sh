@@ -53,4 +53,31 @@ for prog in stack_cache_app stack_cache_app_fp; do
     fi
   done
 done
+# frame pointers: the recorder over glibc (libhmtpreload, whose entry points
+# keep frame pointers) and the program built with them; the walk ends in
+# the C library (built without), so frames are compared up to there
+pre=$b/tests/trace/.libs/libhmtpreload.so
+if [ -f "$pre" ]; then
+  for c in 1 0; do
+    env LD_PRELOAD="$pre" HPCMEM_VERBOSE=1 HPCMEM_TRACE=1 HPCMEM_TRACE_DEPTH=200 HPCMEM_TRACE_UNWIND=frame \
+      HPCMEM_TRACE_STACK_CACHE=$c HPCMEM_TRACE_DIR="$dir/fp-$c" "$b/tests/trace/stack_cache_app_fp" > "$dir/fp-$c.out" 2>&1
+    "$dump" "$dir/fp-$c/rank-0.hmt" 3001 3999 | sed 's/ libc\.so.*//' | sort > "$dir/fp-$c.txt"
+  done
+  sed 's/ libc\.so.*//' "$dir/stack_cache_app_fp-backtrace-0.txt" | sort > "$dir/fp-ref.txt"
+  hits=$(sed -n 's/.*stack cache on: \([0-9]*\) hits.*/\1/p' "$dir/fp-1.out")
+  if [ "$(wc -l < "$dir/fp-1.txt")" != $expect ] || grep -q 'no stack' "$dir/fp-1.txt"; then
+    echo "[  FAILED  ] stack_cache.frame_pointers ($(wc -l < "$dir/fp-1.txt") allocations, $(grep -c 'no stack' "$dir/fp-1.txt") without a stack)"
+    fails=$((fails + 1))
+  elif ! cmp -s "$dir/fp-1.txt" "$dir/fp-0.txt" || ! cmp -s "$dir/fp-1.txt" "$dir/fp-ref.txt"; then
+    echo "[  FAILED  ] stack_cache.frame_pointers (stacks differ: $(diff "$dir/fp-1.txt" "$dir/fp-ref.txt" | head -3 | cut -c1-200 | tr '\n' ' '))"
+    fails=$((fails + 1))
+  elif [ "${hits:-0}" -lt $((expect / 2)) ]; then
+    echo "[  FAILED  ] stack_cache.frame_pointers (only ${hits:-0} stacks from the cache)"
+    fails=$((fails + 1))
+  else
+    echo "[       OK ] stack_cache.frame_pointers (same stacks with and without the cache, and as libgcc's up to the C library; $hits hits)"
+  fi
+else
+  echo "[  SKIPPED ] stack_cache.frame_pointers (tests/trace/libhmtpreload.la not built)"
+fi
 [ $fails = 0 ]
