@@ -47,7 +47,10 @@ typedef struct {
   uint64_t count[6];
 } ops_header_t;
 
+static char ops_path[PATH_MAX];  /* the temporary file of operations, removed on any exit */
+
 static void die(const char *fmt, ...) {
+  if (ops_path[0]) unlink(ops_path);
   va_list ap;
   va_start(ap, fmt);
   fputs("hpcmem-replay: ", stderr);
@@ -366,10 +369,10 @@ int main(int argc, char **argv) {
       else fprintf(stderr, "hpcmem-replay: note: %s not found, skipped\n", all[i]);
   }
   const char *tmp = getenv("TMPDIR");
-  char ops[PATH_MAX];
-  snprintf(ops, sizeof ops, "%s/hpcmem-replay.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  int fd = mkstemp(ops);
-  if (fd < 0) die("%s: %s", ops, strerror(errno));
+  char *ops = ops_path;
+  snprintf(ops_path, sizeof ops_path, "%s/hpcmem-replay.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  int fd = mkstemp(ops_path);
+  if (fd < 0) { char bad[PATH_MAX]; memcpy(bad, ops_path, sizeof bad); ops_path[0] = 0; die("%s: %s", bad, strerror(errno)); }
   ops_header_t h;
   convert(trace, fd, &h);
   close(fd);
