@@ -36,6 +36,7 @@
   X(TRACE_BUFFER, SIZE, "1M", 64 * HPCMEM_KI, HPCMEM_GI, "", "per-thread trace buffer size") \
   X(TRACE_COMPRESS, ENUM, "zstd", 0, 2, "zstd|zlib|none", "compression of trace blocks") \
   X(TRACE_UNWIND, ENUM, "libunwind", 0, 2, "libunwind|backtrace|frame", "how trace stacks are captured: DWARF unwind tables (libunwind), glibc backtrace, or frame pointers (fastest; needs code built with -fno-omit-frame-pointer)") \
+  X(TRACE_STACK_CACHE, BOOL, "1", 0, 1, "", "recognise a stack seen before by its return-address slots instead of unwinding it again (docs/trace-format.md)") \
   X(REPORT, ENUM, "auto", 0, 3, "off|summary|full|auto", "report at MPI_Finalize / exit; auto = summary for MPI ranks, off for a lone process") \
   X(REPORT_DIR, STRING, ".", 0, 0, "", "directory of hpcmem-report-<jobid>.json") \
   X(REPORT_NODE_SIZE, INT, "0", 0, 1048576, "", "ranks per node in the report's node sums; 0 = the ranks that share memory (less splits a machine, e.g. to try multi-node reports on one)") \
