@@ -5,11 +5,11 @@
 #   benchmarks/run-all.sh OUTDIR [--quick|--full|--tiny] [--builddir DIR] [--skip LIST] [--rounds N]
 #
 #   --quick        small sizes, under ~10 minutes on 2 cores (what `make bench` runs)
-#   --full         the sizes BENCHMARKS.md quotes (about an hour on 2 cores)
+#   --full         the sizes BENCHMARKS.md quotes (about 30 minutes on 2 cores without alloc)
 #   --tiny         seconds per benchmark: checks the runner itself, figures mean nothing
 #   --builddir DIR build directory with the programs (default: $top_builddir or .)
 #   --skip LIST    comma list out of stream,bwamem,minife,alloc
-#   --rounds N     rounds of every benchmark (default: 2 quick; full: 3, BWA-MEM 2)
+#   --rounds N     rounds of every benchmark (default: 2 quick, 3 full, 1 tiny)
 #
 # Every program runs as the same binary under each allocator (glibc,
 # jemalloc, tcmalloc, mimalloc, libhpcmem) through LD_PRELOAD; STREAM and
@@ -196,10 +196,7 @@ fi
 # ------------------------------------------------------------------ BWA-MEM kernel
 if wanted bwamem; then
   t0=$(date +%s)
-  # full: two rounds, so that the whole --full run stays near 40 minutes on 2 cores
-  breps=${rounds:-}
-  [ -z "$breps" ] && [ $level = full ] && breps=2
-  sh "$src/benchmarks/bwamem/run.sh" "$out/bwamem" --$level ${breps:+--reps $breps} --builddir "$builddir" >&2 || status=1
+  sh "$src/benchmarks/bwamem/run.sh" "$out/bwamem" --$level ${rounds:+--reps $rounds} --builddir "$builddir" >&2 || status=1
   {
     echo
     sed -e 's/^## /## /' -e 's/](\([^/h][^)]*\.svg\))/](bwamem\/\1)/' "$out/bwamem/bwamem.md"
