@@ -1,6 +1,7 @@
-/* The README's first command: a small MPI program whose ranks need
- * different amounts of memory, so the report at MPI_Finalize shows an
- * imbalance.  Each rank builds a "mesh" (many small cells plus a few large
+/* A small MPI program whose ranks need different amounts of memory, so
+ * the report at MPI_Finalize shows an imbalance: the workload of `make
+ * demo` in a build without MPI and of the multi-host tests (with MPI,
+ * `make demo` runs miniFE, see Makefile.inc).  Each rank builds a "mesh" (many small cells plus a few large
  * arrays) sized in proportion to its rank, relaxes it for a few sweeps,
  * and frees it.  Plain malloc/free: libhpcmem serves them because the
  * program is linked with it (or preloaded).  Without MPI it runs as one
