@@ -31,6 +31,9 @@ static pthread_key_t exit_key;
 static int on_error = HPCMEM_ON_ERROR_ABORT;
 static int check_always;
 static char *brk_start;             /* glibc's heap start, for pointers it handed out before us */
+static size_t fast_lim;             /* malloc's fast path serves sizes below this: the large
+                                       threshold, the largest class + 1; 0 before initialisation
+                                       and while tracing */
 
 /* glibc's own functions, for memory the process got before libhpcmem was loaded */
 extern void __libc_free(void *);
@@ -72,6 +75,7 @@ void _hpcmem_init(void) {
                   heaps, strerror(errno));
   _hpcmem_tcache_init_process();
   _hpcmem_stats_init();
+  fast_lim = _hpcmem_large_threshold < HPCMEM_SMALL_MAX + 1 ? _hpcmem_large_threshold : HPCMEM_SMALL_MAX + 1;
   brk_start = sbrk(0);
   pthread_key_create(&exit_key, thread_exit);
   __atomic_store_n(&_hpcmem_ready, 1, __ATOMIC_RELEASE);
@@ -79,7 +83,10 @@ void _hpcmem_init(void) {
   /* tracing starts with the first allocation, so that nothing is missed */
   if (_hpcmem_opt(TRACE)) {
     _hpcmem_trace_init();
-    if (_hpcmem_trace_enabled) _hpcmem_tcache_set_fast_mask(0);   /* every call past the recorder */
+    if (_hpcmem_trace_enabled) {               /* every call past the recorder */
+      __atomic_store_n(&fast_lim, 0, __ATOMIC_RELAXED);
+      _hpcmem_tcache_fast_path_off();
+    }
   }
 }
 
@@ -196,13 +203,13 @@ static void periodic_check(void) {
   if (hpcmem_check() < 0) _hpcmem_fatal("internal consistency check failed (HPCMEM_CHECK)");
 }
 
-/* Timing sample (1 call in 64), tracing, errno. */
+/* Timing sample (1 call in HPCMEM_SAMPLE_PERIOD), tracing, errno. */
 HPCMEM_NOINLINE static void *malloc_slow(size_t n, size_t align, int kind) {
   hpcmem_tcache_t *t = _hpcmem_thread_cache();
   if (!t) { errno = ENOMEM; return NULL; }
-  uint64_t t0 = (t->n_alloc & 63) == 0 ? _hpcmem_prim_ticks() : 0;
+  uint64_t t0 = ((t->n_alloc + 1) & HPCMEM_SAMPLE_MASK) == 0 ? _hpcmem_prim_ticks() : 0;
   void *p = alloc_slow(t, n, align, kind == HPCMEM_EV_CALLOC);
-  if (t0) t->alloc_ticks += (_hpcmem_prim_ticks() - t0) * 64;
+  if (t0) t->alloc_ticks += (_hpcmem_prim_ticks() - t0) * HPCMEM_SAMPLE_PERIOD;
   if (HPCMEM_UNLIKELY(_hpcmem_trace_enabled) && p && !t->in_call) _hpcmem_trace_event(kind, p, n, NULL, align);
   if (HPCMEM_UNLIKELY(check_always)) periodic_check();
   return p;
@@ -284,52 +291,74 @@ HPCMEM_NOINLINE static void free_slow(void *p) {
   if (!p) return;
   hpcmem_tcache_t *t = _hpcmem_thread_cache();
   if (!t) return;
-  uint64_t t0 = (t->n_free & 63) == 0 ? _hpcmem_prim_ticks() : 0;
+  uint64_t t0 = ((t->n_free + 1) & HPCMEM_SAMPLE_MASK) == 0 ? _hpcmem_prim_ticks() : 0;
   /* recorded before the block is released: once it is, another thread may
    * get the address back, and its malloc must come after this free */
   if (HPCMEM_UNLIKELY(_hpcmem_trace_enabled) && !t->in_call) _hpcmem_trace_event(HPCMEM_EV_FREE, p, 0, NULL, 0);
   free_any(t, p, "free");
-  if (t0) t->alloc_ticks += (_hpcmem_prim_ticks() - t0) * 64;
+  if (t0) t->alloc_ticks += (_hpcmem_prim_ticks() - t0) * HPCMEM_SAMPLE_PERIOD;
   if (HPCMEM_UNLIKELY(check_always)) periodic_check();
 }
 
 /* ------------------------------------------------------------------ */
 /* the entry points                                                     */
 
+/* The fast paths: a thread-cache hit touches the cache's first line, the
+ * bin's line and the object (free also one byte of the class map and the
+ * class's geometry: no span record, no lock, no atomic). */
+
+/* The rare hit that moves the thread's live bytes past the publishing step:
+ * a tail call, so the hit path keeps p in a scratch register. */
+HPCMEM_NOINLINE static void *publish_and_return(hpcmem_tcache_t *t, void *p) {
+  _hpcmem_stats_publish(t);
+  return p;
+}
+
 EXPORT void *malloc(size_t n) {
   hpcmem_tcache_t *t = _hpcmem_tc;
-  if (HPCMEM_LIKELY(n <= HPCMEM_TINY_MAX && (t->n_alloc & t->fast_mask) != 0)) {
-    unsigned c = _hpcmem_class_tiny[(n + 15) >> 4];
+  uint64_t count = t->n_alloc + 1;
+  if (HPCMEM_LIKELY(n < fast_lim && (count & HPCMEM_SAMPLE_MASK) != 0)) {
+    unsigned c = HPCMEM_LIKELY(n <= HPCMEM_TINY_MAX) ? _hpcmem_class_tiny[(n + 15) >> 4] : _hpcmem_size_class(n);
     hpcmem_bin_t *b = &t->bin[c];
     void *p = b->head;
     if (HPCMEM_LIKELY(p != NULL)) {
       b->head = *(void **)p;
       b->count--;
-      ((uint64_t *)p)[1] = 0;
-      t->n_alloc++;
+      ((uint64_t *)p)[1] = 0;                  /* not a cached object any more */
+      t->n_alloc = count;
       t->b_alloc += _hpcmem_class_size[c];
-      _hpcmem_stats_maybe_publish(t);
+      if (HPCMEM_UNLIKELY(_hpcmem_stats_should_publish(t))) return publish_and_return(t, p);
       return p;
     }
   }
   return malloc_slow(n, 0, HPCMEM_EV_MALLOC);
 }
 
+/* Hit: p lies in the slice of the thread's own group heap, in a chunk of a
+ * span of small objects, on an object boundary, does not carry the free key
+ * (a suspected double free goes to the slow path's search) and its bin has
+ * room.  The placeholder cache's slice starts at 0 with an all-zero class
+ * map, so NULL and every pointer of a thread without a cache fall through. */
 EXPORT void free(void *p) {
   hpcmem_tcache_t *t = _hpcmem_tc;
-  hpcmem_span_t *s = _hpcmem_span_of(p);
-  if (HPCMEM_LIKELY(s != NULL && s->fast_heap == t->heap_index && (t->n_free & t->fast_mask) != 0 &&
-                    _hpcmem_span_on_boundary(s, p) && ((uint64_t *)p)[1] != _hpcmem_free_key)) {
-    hpcmem_bin_t *b = &t->bin[s->cls];
-    if (HPCMEM_LIKELY(b->count < b->max)) {
-      *(void **)p = b->head;
-      ((uint64_t *)p)[1] = _hpcmem_free_key;
-      b->head = p;
-      b->count++;
-      t->n_free++;
-      t->b_freed += s->obj_size;
-      _hpcmem_stats_maybe_publish(t);
-      return;
+  uintptr_t off = (uintptr_t)p - (uintptr_t)t->slice;
+  uint64_t count = t->n_free + 1;
+  if (HPCMEM_LIKELY(off < ((uintptr_t)1 << HPCMEM_SLICE_SHIFT) && (count & HPCMEM_SAMPLE_MASK) != 0)) {
+    unsigned c = t->classmap[off >> HPCMEM_CHUNK_SHIFT];
+    const hpcmem_class_geom_t *g = &_hpcmem_class_geom[c];
+    uint64_t key = t->free_key;
+    if (HPCMEM_LIKELY(_hpcmem_class_on_boundary(g, off) && ((uint64_t *)p)[1] != key)) {
+      hpcmem_bin_t *b = &t->bin[c];
+      if (HPCMEM_LIKELY(b->count < b->max)) {
+        *(void **)p = b->head;
+        ((uint64_t *)p)[1] = key;
+        b->head = p;
+        b->count++;
+        t->n_free = count;
+        t->b_freed += g->size;
+        if (HPCMEM_UNLIKELY(_hpcmem_stats_should_publish(t))) _hpcmem_stats_publish(t);
+        return;
+      }
     }
   }
   free_slow(p);

@@ -23,10 +23,12 @@ hpcmem_tcache_t *_hpcmem_thread_cache(void);
 
 /* statistics (stats.c) */
 void _hpcmem_stats_publish(hpcmem_tcache_t *t);
-static inline void _hpcmem_stats_maybe_publish(hpcmem_tcache_t *t) {
+static inline int _hpcmem_stats_should_publish(const hpcmem_tcache_t *t) {
   int64_t drift = (int64_t)(t->b_alloc - t->b_freed) - t->published;
-  if (HPCMEM_UNLIKELY((uint64_t)(drift + HPCMEM_PUBLISH_BYTES) > (uint64_t)(2 * HPCMEM_PUBLISH_BYTES)))
-    _hpcmem_stats_publish(t);
+  return (uint64_t)(drift + HPCMEM_PUBLISH_BYTES) > (uint64_t)(2 * HPCMEM_PUBLISH_BYTES);
+}
+static inline void _hpcmem_stats_maybe_publish(hpcmem_tcache_t *t) {
+  if (HPCMEM_UNLIKELY(_hpcmem_stats_should_publish(t))) _hpcmem_stats_publish(t);
 }
 void _hpcmem_stats_init(void);
 /* counters of threads that never got a cache (allocation before any cache exists) */

@@ -26,6 +26,7 @@
 #define HPCMEM_SLICE_SHIFT 34          /* 16 GiB of address space per heap */
 #define HPCMEM_MAX_HEAPS 64
 #define HPCMEM_PAGEMAP_SHIFT 12        /* page map granularity, whatever the datablock size */
+#define HPCMEM_CHUNK_SHIFT 16          /* class map granularity: spans are at least this big and aligned */
 
 enum { HPCMEM_SPAN_SMALL = 1, HPCMEM_SPAN_RUN = 2 };
 
@@ -65,11 +66,27 @@ typedef struct hpcmem_heaps {
   char *base;
   size_t size;                /* count << HPCMEM_SLICE_SHIFT */
   hpcmem_span_t **pagemap;    /* one entry per 4 KiB page of all slices */
+  uint8_t *classmap;          /* one byte per 64 KiB chunk of all slices: the size class of the
+                                 span covering the chunk, 0 when no span of small objects does */
   unsigned count, block_shift;
   hpcmem_heap_t heap[HPCMEM_MAX_HEAPS];
 } hpcmem_heaps_t;
 
-extern hpcmem_heaps_t _hpcmem_heaps;
+extern HPCMEM_HIDDEN hpcmem_heaps_t _hpcmem_heaps;
+
+/* What the free fast path needs of a size class, in one place: spans of a
+ * class all have the same size (a power of two, aligned to it, at least one
+ * chunk), so a pointer's offset in its span is its slice offset masked, and
+ * the span record is not needed to tell an object boundary.  Entry 0 (no
+ * class) has limit 0, which no offset passes. */
+typedef struct hpcmem_class_geom {
+  uint64_t divmagic;          /* ceil(2^64 / size): divisibility test with one multiply */
+  uint64_t span_mask;         /* span bytes - 1 */
+  uint32_t limit;             /* capacity * size: offsets at or past it hold no object */
+  uint32_t size;
+  uint64_t pad_;              /* 32 bytes: the fast path indexes with a shift */
+} hpcmem_class_geom_t;
+extern HPCMEM_HIDDEN hpcmem_class_geom_t _hpcmem_class_geom[HPCMEM_NCLASSES];
 
 int _hpcmem_heaps_init(unsigned count, unsigned block_shift);
 
@@ -88,6 +105,13 @@ static inline int _hpcmem_span_on_boundary(const hpcmem_span_t *s, const void *p
 /* p is the start of an object of span s that was handed out at some time. */
 static inline int _hpcmem_span_is_object(const hpcmem_span_t *s, const void *p) {
   return _hpcmem_span_on_boundary(s, p) && (size_t)((const char *)p - s->start) < (size_t)s->bump * s->obj_size;
+}
+
+/* Is off (an offset in a heap's slice, inside a chunk of class cls != 0) the
+ * start of an object?  Lemire's test as in _hpcmem_span_on_boundary. */
+static inline int _hpcmem_class_on_boundary(const hpcmem_class_geom_t *g, uintptr_t off) {
+  uint64_t in = off & g->span_mask;
+  return in * g->divmagic < g->divmagic && in < g->limit;
 }
 
 /* Up to `want` objects of class cls from heap h, linked through their first

@@ -7,11 +7,15 @@
 #include <sched.h>
 #include <string.h>
 
-hpcmem_tcache_t _hpcmem_tcache_none = {.heap_index = HPCMEM_NO_HEAP - 1};
+/* The placeholder's slice starts at address 0 and its class map is all zero:
+ * every pointer below 16 GiB reads "no class" there, every other one is
+ * outside the slice, so the free fast path sends all of them on. */
+static uint8_t none_classmap[(size_t)1 << (HPCMEM_SLICE_SHIFT - HPCMEM_CHUNK_SHIFT)];
+hpcmem_tcache_t _hpcmem_tcache_none = {.classmap = none_classmap, .heap_index = HPCMEM_NO_HEAP - 1};
 __thread hpcmem_tcache_t *_hpcmem_tc __attribute__((tls_model("initial-exec"))) = &_hpcmem_tcache_none;
 uint64_t _hpcmem_free_key;
 unsigned (*_hpcmem_cpu_to_group)(int cpu);
-uint64_t _hpcmem_tcache_fast_mask = 63;
+int _hpcmem_tcache_fast_off;
 
 /* Caches are never unmapped: an exited thread's cache goes on a free list
  * for the next thread, its statistics stay in it. */
@@ -19,10 +23,18 @@ static hpcmem_lock_t registry_lock = HPCMEM_LOCK_INIT;
 static hpcmem_tcache_t *all_caches;
 static char *pool_next, *pool_end;
 
-void _hpcmem_tcache_set_fast_mask(uint64_t mask) {
+/* A cache whose slice starts at 0 over an all-zero class map sends every
+ * free to the slow path, like the placeholder.  A thread racing with this
+ * reads either field old or new: both combinations miss. */
+static void fast_off(hpcmem_tcache_t *t) {
+  t->slice = NULL;
+  t->classmap = none_classmap;
+}
+
+void _hpcmem_tcache_fast_path_off(void) {
   _hpcmem_lock(&registry_lock);
-  _hpcmem_tcache_fast_mask = mask;
-  for (hpcmem_tcache_t *t = all_caches; t; t = t->next_all) t->fast_mask = mask;
+  _hpcmem_tcache_fast_off = 1;
+  for (hpcmem_tcache_t *t = all_caches; t; t = t->next_all) fast_off(t);
   _hpcmem_unlock(&registry_lock);
 }
 
@@ -46,6 +58,9 @@ void _hpcmem_tcache_rebind(hpcmem_tcache_t *t) {
   unsigned g = cpu < 0 ? 0 : _hpcmem_cpu_to_group ? _hpcmem_cpu_to_group(cpu) : (unsigned)cpu;
   t->heap = &_hpcmem_heaps.heap[g % _hpcmem_heaps.count];
   t->heap_index = t->heap->index;
+  t->slice = t->heap->base;
+  t->classmap = _hpcmem_heaps.classmap + ((size_t)t->heap_index << (HPCMEM_SLICE_SHIFT - HPCMEM_CHUNK_SHIFT));
+  if (__atomic_load_n(&_hpcmem_tcache_fast_off, __ATOMIC_RELAXED)) fast_off(t);
 }
 
 hpcmem_tcache_t *_hpcmem_tcache_get(void) {
@@ -70,7 +85,7 @@ hpcmem_tcache_t *_hpcmem_tcache_get(void) {
     all_caches = t;
   }
   t->live = 1;
-  t->fast_mask = _hpcmem_tcache_fast_mask;
+  t->free_key = _hpcmem_free_key;
   _hpcmem_unlock(&registry_lock);
   _hpcmem_tcache_rebind(t);
   _hpcmem_tc = t;

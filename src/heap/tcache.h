@@ -9,33 +9,43 @@
 #include "heap/group.h"
 #include "hpcmem.h"
 
+/* Timing of the allocator's own time (alloc_time_ns): one call in this many
+ * is timed through the slow path and the time scaled by it.  A power of two. */
+#define HPCMEM_SAMPLE_PERIOD 1024u
+#define HPCMEM_SAMPLE_MASK (HPCMEM_SAMPLE_PERIOD - 1)
+
 typedef struct hpcmem_bin {
   void *head;
   uint32_t count, max;
 } hpcmem_bin_t;
 
 typedef struct hpcmem_tcache {
+  /* first cache line: everything the malloc and free fast paths read besides
+   * their bin (hit paths touch this line, the bin's and the object's) */
+  char *slice;                     /* start of the group heap's address slice (NULL while tracing) */
+  const uint8_t *classmap;         /* the slice's part of _hpcmem_heaps.classmap */
+  uint64_t free_key;               /* _hpcmem_free_key */
+  /* statistics of this thread; current bytes = allocated - freed.  One call
+   * in HPCMEM_SAMPLE_PERIOD (by n_alloc, n_free) takes the slow path, which
+   * times it. */
+  uint64_t n_alloc, n_free, b_alloc, b_freed;
+  int64_t published;               /* part of (b_alloc - b_freed) already in the process total */
   hpcmem_bin_t bin[HPCMEM_NCLASSES];
   hpcmem_heap_t *heap;
-  unsigned heap_index;             /* heap->index, kept here for the free fast path */
-  /* statistics of this thread; current bytes = allocated - freed */
-  uint64_t n_alloc, n_free, b_alloc, b_freed;
-  int64_t published;
-  uint64_t alloc_ticks;
-  uint64_t fast_mask;              /* 63: one call in 64 takes the slow path (timing sample);
-                                      0 while tracing: every call does (the recorder is there) */
-  int in_call;                     /* inside calloc/realloc/...: the inner calls are not events */            /* sampled time inside the allocator, in _hpcmem_prim_ticks() */               /* part of (b_alloc - b_freed) already in the process total */
+  unsigned heap_index;             /* heap->index */
+  uint64_t alloc_ticks;            /* sampled time inside the allocator, in _hpcmem_prim_ticks() */
+  int in_call;                     /* inside calloc/realloc/...: the inner calls are not events */
   hpcmem_stats_t st;               /* the other counters (merged by hpcmem_stats) */
   struct hpcmem_tcache *next_all;  /* registry of live caches */
   int live;
-} hpcmem_tcache_t;
+} __attribute__((aligned(64))) hpcmem_tcache_t;
 
 /* Every thread starts on an empty, shared placeholder cache (its bins are empty
  * and its heap index matches no span), so the fast paths need no NULL test:
  * they fall through to the slow path, which gives the thread a real cache. */
-extern hpcmem_tcache_t _hpcmem_tcache_none;
+extern HPCMEM_HIDDEN hpcmem_tcache_t _hpcmem_tcache_none;
+extern HPCMEM_HIDDEN uint64_t _hpcmem_free_key;   /* marks objects in a cache: cheap double-free detection */
 extern __thread hpcmem_tcache_t *_hpcmem_tc __attribute__((tls_model("initial-exec")));
-extern uint64_t _hpcmem_free_key;   /* marks objects in a cache: cheap double-free detection */
 
 /* The calling thread's cache, created on first use (NULL only when out of memory). */
 hpcmem_tcache_t *_hpcmem_tcache_get(void);
@@ -52,9 +62,10 @@ void _hpcmem_tcache_init_process(void);
 void _hpcmem_tcache_merge_stats(hpcmem_stats_t *out, uint64_t *cur_unpublished);
 /* Select the group heap of the calling thread again (after the topology is known). */
 void _hpcmem_tcache_rebind(hpcmem_tcache_t *t);
-/* Mask of the fast-path test (see fast_mask) for every cache, present and future. */
-extern uint64_t _hpcmem_tcache_fast_mask;
-void _hpcmem_tcache_set_fast_mask(uint64_t mask);
+/* Turn the free fast path off (tracing: every call goes past the recorder)
+ * for every cache, present and future; malloc's is the API layer's. */
+extern int _hpcmem_tcache_fast_off;
+void _hpcmem_tcache_fast_path_off(void);
 /* Which group heap a thread on `cpu` uses; set by the topology layer. */
 extern unsigned (*_hpcmem_cpu_to_group)(int cpu);
 
