@@ -227,17 +227,10 @@ static inline uint64_t usable_of_span(const hpcmem_span_t *s) {
 }
 
 /* Is p, which carries the free key, really free already?  The caller's
- * cache and (for its own group) the span's free list are searched. */
+ * cache, and the span's free list and remote list (objects freed by other
+ * groups) are searched; other threads' caches are not. */
 static int is_double_free(hpcmem_tcache_t *t, hpcmem_span_t *s, void *p) {
-  if (_hpcmem_tcache_contains(t, s->cls, p)) return 1;
-  hpcmem_heap_t *h = &_hpcmem_heaps.heap[s->heap];
-  int found = 0;
-  _hpcmem_lock(&h->lock);
-  unsigned n = 0;
-  for (void *q = s->free; q && n <= s->capacity; q = *(void **)q, n++)
-    if (q == p) { found = 1; break; }
-  _hpcmem_unlock(&h->lock);
-  return found;
+  return _hpcmem_tcache_contains(t, s->cls, p) || _hpcmem_span_holds_free(s, p);
 }
 
 /* 0 when p was freed (or handed on), -1 after reporting misuse. */

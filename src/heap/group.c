@@ -211,6 +211,7 @@ unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, void **list, unsign
 }
 
 void _hpcmem_span_remote_free(hpcmem_span_t *s, void *p) {
+  ((uint64_t *)p)[1] = _hpcmem_free_key;        /* a second free of p is searched for */
   void *old = __atomic_load_n(&s->remote, __ATOMIC_RELAXED);
   do set_next(p, old);
   while (!__atomic_compare_exchange_n(&s->remote, &old, p, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
@@ -220,6 +221,22 @@ void _hpcmem_span_remote_free(hpcmem_span_t *s, void *p) {
     do s->pending_next = top;
     while (!__atomic_compare_exchange_n(&h->pending, &top, s, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
   }
+}
+
+/* Under the owner's lock nothing takes objects off either list (other groups
+ * only push onto the remote list, which leaves the nodes already there as
+ * they are), so both walks are safe; they stop after `capacity` steps. */
+int _hpcmem_span_holds_free(hpcmem_span_t *s, const void *p) {
+  hpcmem_heap_t *h = &_hpcmem_heaps.heap[s->heap];
+  int found = 0;
+  _hpcmem_lock(&h->lock);
+  unsigned n = 0;
+  for (void *q = s->free; q && n <= s->capacity && !found; q = next_of(q), n++) found = q == p;
+  n = 0;
+  for (void *q = __atomic_load_n(&s->remote, __ATOMIC_ACQUIRE); q && n <= s->capacity && !found; q = next_of(q), n++)
+    found = q == p;
+  _hpcmem_unlock(&h->lock);
+  return found;
 }
 
 void _hpcmem_heap_flush(hpcmem_heap_t *mine, void *list, unsigned n, uint64_t *remote_count) {

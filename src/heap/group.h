@@ -120,8 +120,13 @@ unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, void **list, unsign
 /* Give back n objects linked through their first word (any spans, any heaps):
  * those of heap `mine` under its lock, the others onto remote lists. */
 void _hpcmem_heap_flush(hpcmem_heap_t *mine, void *list, unsigned n, uint64_t *remote_count);
-/* Push one object of span s onto its remote list (no lock). */
+/* Push one object of span s onto its remote list (no lock); it gets the free key. */
 void _hpcmem_span_remote_free(hpcmem_span_t *s, void *p);
+/* Is p on span s's free list or remote list?  (Takes the owner's lock.) */
+int _hpcmem_span_holds_free(hpcmem_span_t *s, const void *p);
+/* Marks free objects (second word) in caches, span free lists and remote
+ * lists: a free of an object carrying it is searched for a double free. */
+extern HPCMEM_HIDDEN uint64_t _hpcmem_free_key;
 
 /* Direct runs: one allocation of at least size bytes aligned to align. */
 void *_hpcmem_heap_run_alloc(hpcmem_heap_t *h, size_t size, size_t align);

@@ -44,7 +44,6 @@ typedef struct hpcmem_tcache {
  * and its heap index matches no span), so the fast paths need no NULL test:
  * they fall through to the slow path, which gives the thread a real cache. */
 extern HPCMEM_HIDDEN hpcmem_tcache_t _hpcmem_tcache_none;
-extern HPCMEM_HIDDEN uint64_t _hpcmem_free_key;   /* marks objects in a cache: cheap double-free detection */
 extern __thread hpcmem_tcache_t *_hpcmem_tc __attribute__((tls_model("initial-exec")));
 
 /* The calling thread's cache, created on first use (NULL only when out of memory). */
