@@ -39,16 +39,27 @@ void _hpcmem_tcache_fast_path_off(void) {
 }
 
 #define BIN_BYTES (128u << 10)   /* a bin holds about this many bytes at most */
+#define BIN_START (8u << 10)     /* ... and starts with room for this many */
 
 void _hpcmem_tcache_init_process(void) {
   _hpcmem_free_key = _hpcmem_prim_random64() | 1;
 }
 
+static uint32_t clamp_objects(uint32_t bytes, unsigned cls, uint32_t lo) {
+  uint32_t n = bytes / _hpcmem_class_size[cls];
+  return n < lo ? lo : n > 512 ? 512 : n;
+}
+
+/* Slow start: a bin's room doubles each time it runs empty or full, up to
+ * BIN_BYTES, so a class a thread uses a little costs it a page or two, not
+ * a full batch of touched objects. */
 static void bins_init(hpcmem_tcache_t *t) {
-  for (unsigned c = 1; c < HPCMEM_NCLASSES; c++) {
-    uint32_t max = BIN_BYTES / _hpcmem_class_size[c];
-    t->bin[c].max = max < 4 ? 4 : max > 512 ? 512 : max;
-  }
+  for (unsigned c = 1; c < HPCMEM_NCLASSES; c++) t->bin[c].max = clamp_objects(BIN_START, c, 2);
+}
+
+static void bin_grow(hpcmem_bin_t *b, unsigned cls) {
+  uint32_t hard = clamp_objects(BIN_BYTES, cls, 4);
+  if (b->max < hard) b->max = b->max * 2 < hard ? b->max * 2 : hard;
 }
 
 void _hpcmem_tcache_rebind(hpcmem_tcache_t *t) {
@@ -96,6 +107,7 @@ void *_hpcmem_tcache_refill(hpcmem_tcache_t *t, unsigned cls) {
   hpcmem_bin_t *b = &t->bin[cls];
   void *list;
   unsigned want = b->max / 2 ? b->max / 2 : 1;
+  bin_grow(b, cls);
   unsigned got = _hpcmem_heap_refill(t->heap, cls, &list, want);
   if (!got) {   /* this group's slice is full: borrow from the other groups */
     for (unsigned i = 1; i < _hpcmem_heaps.count && !got; i++)
@@ -112,6 +124,7 @@ void *_hpcmem_tcache_refill(hpcmem_tcache_t *t, unsigned cls) {
 void _hpcmem_tcache_flush(hpcmem_tcache_t *t, unsigned cls) {
   hpcmem_bin_t *b = &t->bin[cls];
   unsigned n = b->count - b->max / 2;
+  bin_grow(b, cls);
   void *list = b->head, *cut = list;
   for (unsigned i = 1; i < n; i++) cut = *(void **)cut;
   b->head = *(void **)cut;
