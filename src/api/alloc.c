@@ -224,7 +224,7 @@ static void periodic_check(void) {
 HPCMEM_NOINLINE static void *malloc_slow(size_t n, size_t align, int kind) {
   hpcmem_tcache_t *t = _hpcmem_thread_cache();
   if (!t) { errno = ENOMEM; return NULL; }
-  uint64_t t0 = ((t->n_alloc + 1) & HPCMEM_SAMPLE_MASK) == 0 ? _hpcmem_prim_ticks() : 0;
+  uint64_t t0 = _hpcmem_sample_due(&t->sample_alloc, &t->slow_alloc, &t->n_alloc) ? _hpcmem_prim_ticks() : 0;
   void *p = alloc_slow(t, n, align, kind == HPCMEM_EV_CALLOC);
   if (t0) t->alloc_ticks += (_hpcmem_prim_ticks() - t0) * HPCMEM_SAMPLE_PERIOD;
   if (HPCMEM_UNLIKELY(_hpcmem_trace_enabled) && p && !t->in_call) _hpcmem_trace_event(kind, p, n, NULL, align);
@@ -301,7 +301,7 @@ HPCMEM_NOINLINE static void free_slow(void *p) {
   if (!p) return;
   hpcmem_tcache_t *t = _hpcmem_thread_cache();
   if (!t) return;
-  uint64_t t0 = ((t->n_free + 1) & HPCMEM_SAMPLE_MASK) == 0 ? _hpcmem_prim_ticks() : 0;
+  uint64_t t0 = _hpcmem_sample_due(&t->sample_free, &t->slow_free, &t->n_free) ? _hpcmem_prim_ticks() : 0;
   /* recorded before the block is released: once it is, another thread may
    * get the address back, and its malloc must come after this free */
   if (HPCMEM_UNLIKELY(_hpcmem_trace_enabled) && !t->in_call) _hpcmem_trace_event(HPCMEM_EV_FREE, p, 0, NULL, 0);
@@ -317,27 +317,32 @@ HPCMEM_NOINLINE static void free_slow(void *p) {
  * bin's line and the object (free also one byte of the class map and the
  * class's geometry: no span record, no lock, no atomic). */
 
-/* The rare hit that moves the thread's live bytes past the publishing step:
- * a tail call, so the hit path keeps p in a scratch register. */
-HPCMEM_NOINLINE static void *publish_and_return(hpcmem_tcache_t *t, void *p) {
-  _hpcmem_stats_publish(t);
+/* A hit that used up the thread's byte budget: the slow paths' settling
+ * (publish or new budgets).  Tail calls, so hit paths keep p in a register. */
+HPCMEM_NOINLINE static void *settle_alloc(hpcmem_tcache_t *t, void *p, uint32_t size) {
+  t->b_alloc += size;
+  _hpcmem_stats_maybe_publish(t);
   return p;
+}
+
+HPCMEM_NOINLINE static void settle_free(hpcmem_tcache_t *t, uint32_t size) {
+  t->b_freed += size;
+  _hpcmem_stats_maybe_publish(t);
 }
 
 EXPORT void *malloc(size_t n) {
   hpcmem_tcache_t *t = _hpcmem_tc;
-  uint64_t count = t->n_alloc + 1;
-  if (HPCMEM_LIKELY(n < fast_lim && (count & HPCMEM_SAMPLE_MASK) != 0)) {
+  if (HPCMEM_LIKELY(n < fast_lim)) {
     unsigned c = HPCMEM_LIKELY(n <= HPCMEM_TINY_MAX) ? _hpcmem_class_tiny[(n + 15) >> 4] : _hpcmem_size_class(n);
     hpcmem_bin_t *b = &t->bin[c];
     void *p = b->head;
-    if (HPCMEM_LIKELY(p != NULL)) {
+    if (HPCMEM_LIKELY(p != NULL && --t->sample_alloc != 0)) {
+      uint32_t size = b->size, left;
       b->head = *(void **)p;
       b->count--;
       ((uint64_t *)p)[1] = 0;                  /* not a cached object any more */
-      t->n_alloc = count;
-      t->b_alloc += _hpcmem_class_size[c];
-      if (HPCMEM_UNLIKELY(_hpcmem_stats_should_publish(t))) return publish_and_return(t, p);
+      if (HPCMEM_UNLIKELY(__builtin_sub_overflow(t->budget_alloc, size, &left))) return settle_alloc(t, p, size);
+      t->budget_alloc = left;
       return p;
     }
   }
@@ -352,21 +357,19 @@ EXPORT void *malloc(size_t n) {
 EXPORT void free(void *p) {
   hpcmem_tcache_t *t = _hpcmem_tc;
   uintptr_t off = (uintptr_t)p - (uintptr_t)t->slice;
-  uint64_t count = t->n_free + 1;
-  if (HPCMEM_LIKELY(off < ((uintptr_t)1 << HPCMEM_SLICE_SHIFT) && (count & HPCMEM_SAMPLE_MASK) != 0)) {
+  if (HPCMEM_LIKELY(off < ((uintptr_t)1 << HPCMEM_SLICE_SHIFT))) {
     unsigned c = t->classmap[off >> HPCMEM_CHUNK_SHIFT];
-    const hpcmem_class_geom_t *g = &_hpcmem_class_geom[c];
-    uint64_t key = t->free_key;
-    if (HPCMEM_LIKELY(_hpcmem_class_on_boundary(g, off) && ((uint64_t *)p)[1] != key)) {
+    uint64_t key = _hpcmem_free_key;
+    if (HPCMEM_LIKELY(_hpcmem_class_on_boundary(&_hpcmem_class_geom[c], off) && ((uint64_t *)p)[1] != key)) {
       hpcmem_bin_t *b = &t->bin[c];
-      if (HPCMEM_LIKELY(b->count < b->max)) {
+      if (HPCMEM_LIKELY(b->count < b->max && --t->sample_free != 0)) {
+        uint32_t size = b->size, left;
         *(void **)p = b->head;
         ((uint64_t *)p)[1] = key;
         b->head = p;
         b->count++;
-        t->n_free = count;
-        t->b_freed += g->size;
-        if (HPCMEM_UNLIKELY(_hpcmem_stats_should_publish(t))) _hpcmem_stats_publish(t);
+        if (HPCMEM_UNLIKELY(__builtin_sub_overflow(t->budget_free, size, &left))) { settle_free(t, size); return; }
+        t->budget_free = left;
         return;
       }
     }

@@ -54,12 +54,15 @@ static uint32_t clamp_objects(uint32_t bytes, unsigned cls, uint32_t lo) {
  * BIN_BYTES, so a class a thread uses a little costs it a page or two, not
  * a full batch of touched objects. */
 static void bins_init(hpcmem_tcache_t *t) {
-  for (unsigned c = 1; c < HPCMEM_NCLASSES; c++) t->bin[c].max = clamp_objects(BIN_START, c, 2);
+  for (unsigned c = 1; c < HPCMEM_NCLASSES; c++) {
+    t->bin[c].max = (uint16_t)clamp_objects(BIN_START, c, 2);
+    t->bin[c].size = _hpcmem_class_size[c];
+  }
 }
 
 static void bin_grow(hpcmem_bin_t *b, unsigned cls) {
   uint32_t hard = clamp_objects(BIN_BYTES, cls, 4);
-  if (b->max < hard) b->max = b->max * 2 < hard ? b->max * 2 : hard;
+  if (b->max < hard) b->max = (uint16_t)(b->max * 2u < hard ? b->max * 2u : hard);
 }
 
 void _hpcmem_tcache_rebind(hpcmem_tcache_t *t) {
@@ -92,11 +95,12 @@ hpcmem_tcache_t *_hpcmem_tcache_get(void) {
     t = (hpcmem_tcache_t *)pool_next;
     pool_next += sz;
     bins_init(t);
+    t->sample_alloc = t->sample_free = HPCMEM_SAMPLE_PERIOD;
+    _hpcmem_tcache_set_budgets(t, 0);            /* a reused cache keeps its own: its exit published */
     t->next_all = all_caches;
     all_caches = t;
   }
   t->live = 1;
-  t->free_key = _hpcmem_free_key;
   _hpcmem_unlock(&registry_lock);
   _hpcmem_tcache_rebind(t);
   _hpcmem_tc = t;
@@ -116,7 +120,7 @@ void *_hpcmem_tcache_refill(hpcmem_tcache_t *t, unsigned cls) {
   }
   void *p = list;
   b->head = *(void **)p;   /* hand out the first, cache the rest */
-  b->count += got - 1;
+  b->count = (uint16_t)(b->count + got - 1);
   for (void *q = b->head; q; q = *(void **)q) ((uint64_t *)q)[1] = _hpcmem_free_key;
   return p;
 }
@@ -129,7 +133,7 @@ void _hpcmem_tcache_flush(hpcmem_tcache_t *t, unsigned cls) {
   for (unsigned i = 1; i < n; i++) cut = *(void **)cut;
   b->head = *(void **)cut;
   *(void **)cut = NULL;
-  b->count -= n;
+  b->count = (uint16_t)(b->count - n);
   _hpcmem_heap_flush(t->heap, list, n, &t->st.remote_free_count);
 }
 
@@ -157,12 +161,13 @@ void _hpcmem_tcache_merge_stats(hpcmem_stats_t *out, uint64_t *cur_unpublished) 
     if (#kind[0] == 'S') out->name += t->st.name; else if (t->st.name > out->name) out->name = t->st.name;
     HPCMEM_STATS_FIELDS(HPCMEM_MERGE_)
 #undef HPCMEM_MERGE_
-    out->alloc_count += t->n_alloc;
-    out->free_count += t->n_free;
-    out->bytes_allocated += t->b_alloc;
-    out->bytes_freed += t->b_freed;
+    uint64_t b_alloc = _hpcmem_tcache_b_alloc(t), b_freed = _hpcmem_tcache_b_freed(t);
+    out->alloc_count += _hpcmem_tcache_n_alloc(t);
+    out->free_count += _hpcmem_tcache_n_free(t);
+    out->bytes_allocated += b_alloc;
+    out->bytes_freed += b_freed;
     out->alloc_time_ns += t->alloc_ticks;   /* ticks: the caller converts */
-    *cur_unpublished += (uint64_t)((int64_t)(t->b_alloc - t->b_freed) - t->published);
+    *cur_unpublished += (uint64_t)((int64_t)(b_alloc - b_freed) - t->published);
   }
   _hpcmem_unlock(&registry_lock);
 }
