@@ -35,6 +35,15 @@ static inline uint64_t bench_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* CPU time of the calling thread: on a shared machine the wall clock also
+ * counts the time other programs held the core, the CPU time does not. */
+static inline uint64_t bench_thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* xoshiro256**: fast enough that the generator does not hide allocator cost,
  * and seeded from splitmix64 so the same seed gives every allocator the same
  * request sequence. */

@@ -25,9 +25,12 @@ BEGIN {
     add_spec("residents|ends|ns_per_pair|lower|1.00|free + malloc pair, head and tail of each block tagged and checked: time per pair")
     add_spec("residents|*|peak_rss|rss|1.10|peak RSS")
     add_spec("churn|*|mops|higher|0.90|malloc + free operations per second, 1 thread")
+    add_spec("churn|*|cpu_mops|higher|0.90|malloc + free operations per CPU second, 1 thread (not counting time the core ran other programs)")
     add_spec("churn|*|peak_rss|rss|1.10|peak RSS")
     add_spec("threads|xfree|mops|higher|0.90|producer/consumer ring, every free on another thread (T >= 2): operations per second, all threads")
     add_spec("threads|local|mops|higher|0.90|thread-local churn: operations per second, all threads")
+    add_spec("threads|xfree|cpu_mops|higher|0.90|producer/consumer ring: operations per CPU second of all threads")
+    add_spec("threads|local|cpu_mops|higher|0.90|thread-local churn: operations per CPU second of all threads")
     add_spec("threads|*|peak_rss|rss|1.10|peak RSS")
     heading["sizes"] = "Size sweep (SWAlloc Fig. 7)"
     heading["residents"] = "Residents (SWAlloc Fig. 9): random free/malloc pairs, sizes 1 B - 8 MiB"
@@ -89,7 +92,7 @@ function human_bytes(b) {
 
 function fmt(v, kind, metric) {
     if (unit[metric] == "KiB") return sprintf("%.1f MiB", v / 1024)
-    if (metric == "mops") return sprintf("%.1f M/s", v)
+    if (metric == "mops" || metric == "cpu_mops") return sprintf("%.1f M/s", v)
     if (v < 1e3) return sprintf("%.3g ns", v)
     if (v < 1e6) return sprintf("%.3g us", v / 1e3)
     if (v < 1e9) return sprintf("%.3g ms", v / 1e6)

@@ -33,6 +33,9 @@ static pthread_key_t exit_key;
 static int on_error = HPCMEM_ON_ERROR_ABORT;
 static int check_always;
 static char *brk_start;             /* glibc's heap start, for pointers it handed out before us */
+static size_t fast_lim;             /* malloc's fast path serves sizes below this: the large
+                                       threshold, the largest class + 1; 0 before initialisation
+                                       and while tracing */
 
 /* glibc's own functions, for memory the process got before libhpcmem was loaded */
 extern void __libc_free(void *);
@@ -74,11 +77,12 @@ void _hpcmem_init(void) {
                   heaps, strerror(errno));
   _hpcmem_tcache_init_process();
   _hpcmem_stats_init();
+  fast_lim = _hpcmem_large_threshold < HPCMEM_SMALL_MAX + 1 ? _hpcmem_large_threshold : HPCMEM_SMALL_MAX + 1;
   /* the option lists private|shared|interleaved */
   static const int seg_of_choice[3] = {HPCMEM_SEG_PRIVATE, HPCMEM_SEG_SHARED, HPCMEM_SEG_INTERLEAVED};
   _hpcmem_default_seg = seg_of_choice[_hpcmem_opt(DEFAULT_SEGMENT) % 3];
   /* another default segment: every malloc takes the slow path, which routes it */
-  if (_hpcmem_default_seg != HPCMEM_SEG_PRIVATE) _hpcmem_tcache_fast_mask = 0;
+  if (_hpcmem_default_seg != HPCMEM_SEG_PRIVATE) fast_lim = 0;
   brk_start = sbrk(0);
   pthread_key_create(&exit_key, thread_exit);
   __atomic_store_n(&_hpcmem_ready, 1, __ATOMIC_RELEASE);
@@ -86,7 +90,10 @@ void _hpcmem_init(void) {
   /* tracing starts with the first allocation, so that nothing is missed */
   if (_hpcmem_opt(TRACE)) {
     _hpcmem_trace_init();
-    if (_hpcmem_trace_enabled) _hpcmem_tcache_set_fast_mask(0);   /* every call past the recorder */
+    if (_hpcmem_trace_enabled) {               /* every call past the recorder */
+      __atomic_store_n(&fast_lim, 0, __ATOMIC_RELAXED);
+      _hpcmem_tcache_fast_path_off();
+    }
   }
 }
 
@@ -121,13 +128,30 @@ static unsigned topo_group(int cpu) {
   return g < 0 ? 0 : (unsigned)g;
 }
 
+/* hwloc loads every plugin it finds when the first topology of the process
+ * is made, and keeps them while any topology lives.  Its libxml2 XML plugin
+ * pulls in libxml2, ICU and libstdc++: 2.5 MiB of RSS in every process, for
+ * nothing hwloc's built-in XML reader and writer do not do as well.  It is
+ * left out (unless the user set HWLOC_PLUGINS_BLACKLIST or asked for
+ * libxml2 with HWLOC_LIBXML*); the variable is removed again once our
+ * topology is loaded.  The device plugins (PCI, OpenCL, GL) stay: the
+ * application may want the devices they describe. */
+static int hwloc_skip_libxml(void) {
+  if (getenv("HWLOC_PLUGINS_BLACKLIST") || getenv("HWLOC_LIBXML") || getenv("HWLOC_LIBXML_IMPORT") ||
+      getenv("HWLOC_LIBXML_EXPORT"))
+    return 0;
+  return setenv("HWLOC_PLUGINS_BLACKLIST", "hwloc_xml_libxml", 0) == 0;
+}
+
 /* What needs a working malloc comes here, after the allocator started:
  * hwloc allocates while it loads the topology. */
 __attribute__((constructor(101))) static void hpcmem_constructor(void) {
   if (!_hpcmem_ready) _hpcmem_init();
   pthread_atfork(fork_prepare, fork_parent, fork_child);
   if (_hpcmem_trace_enabled) _hpcmem_trace_lib_enter();   /* hwloc's allocations are ours: S */
+  int skipped = hwloc_skip_libxml();
   int loaded = _hpcmem_topo_load(NULL) == 0 && _hpcmem_topo_group_count(0) > 0;
+  if (skipped) unsetenv("HWLOC_PLUGINS_BLACKLIST");
   if (_hpcmem_trace_enabled) _hpcmem_trace_lib_leave();
   if (loaded) {
     _hpcmem_cpu_to_group = topo_group;
@@ -241,15 +265,15 @@ static void periodic_check(void) {
   if (hpcmem_check() < 0) _hpcmem_fatal("internal consistency check failed (HPCMEM_CHECK)");
 }
 
-/* Timing sample (1 call in 64), tracing, errno. */
+/* Timing sample (1 call in HPCMEM_SAMPLE_PERIOD), tracing, errno. */
 HPCMEM_NOINLINE static void *malloc_slow(size_t n, size_t align, int kind) {
   hpcmem_tcache_t *t = _hpcmem_thread_cache();
   if (!t) { errno = ENOMEM; return NULL; }
-  uint64_t t0 = (t->n_alloc & 63) == 0 ? _hpcmem_prim_ticks() : 0;
+  uint64_t t0 = _hpcmem_sample_due(&t->sample_alloc, &t->slow_alloc, &t->n_alloc) ? _hpcmem_prim_ticks() : 0;
   void *p = HPCMEM_UNLIKELY(_hpcmem_default_seg != HPCMEM_SEG_PRIVATE)
                 ? alloc_routed(t, n, align, kind == HPCMEM_EV_CALLOC)
                 : alloc_slow(t, n, align, kind == HPCMEM_EV_CALLOC);
-  if (t0) t->alloc_ticks += (_hpcmem_prim_ticks() - t0) * 64;
+  if (t0) t->alloc_ticks += (_hpcmem_prim_ticks() - t0) * HPCMEM_SAMPLE_PERIOD;
   if (HPCMEM_UNLIKELY(_hpcmem_trace_enabled) && p && !t->in_call) _hpcmem_trace_event(kind, p, n, NULL, align);
   if (HPCMEM_UNLIKELY(check_always)) periodic_check();
   return p;
@@ -267,17 +291,10 @@ static inline uint64_t usable_of_span(const hpcmem_span_t *s) {
 }
 
 /* Is p, which carries the free key, really free already?  The caller's
- * cache and (for its own group) the span's free list are searched. */
+ * cache, and the span's free list and remote list (objects freed by other
+ * groups) are searched; other threads' caches are not. */
 static int is_double_free(hpcmem_tcache_t *t, hpcmem_span_t *s, void *p) {
-  if (_hpcmem_tcache_contains(t, s->cls, p)) return 1;
-  hpcmem_heap_t *h = &_hpcmem_heaps.heap[s->heap];
-  int found = 0;
-  _hpcmem_lock(&h->lock);
-  unsigned n = 0;
-  for (void *q = s->free; q && n <= s->capacity; q = *(void **)q, n++)
-    if (q == p) { found = 1; break; }
-  _hpcmem_unlock(&h->lock);
-  return found;
+  return _hpcmem_tcache_contains(t, s->cls, p) || _hpcmem_span_holds_free(s, p);
 }
 
 /* 0 when p was freed (or handed on), -1 after reporting misuse. */
@@ -335,52 +352,77 @@ HPCMEM_NOINLINE static void free_slow(void *p) {
   if (!p) return;
   hpcmem_tcache_t *t = _hpcmem_thread_cache();
   if (!t) return;
-  uint64_t t0 = (t->n_free & 63) == 0 ? _hpcmem_prim_ticks() : 0;
+  uint64_t t0 = _hpcmem_sample_due(&t->sample_free, &t->slow_free, &t->n_free) ? _hpcmem_prim_ticks() : 0;
   /* recorded before the block is released: once it is, another thread may
    * get the address back, and its malloc must come after this free */
   if (HPCMEM_UNLIKELY(_hpcmem_trace_enabled) && !t->in_call) _hpcmem_trace_event(HPCMEM_EV_FREE, p, 0, NULL, 0);
   free_any(t, p, "free");
-  if (t0) t->alloc_ticks += (_hpcmem_prim_ticks() - t0) * 64;
+  if (t0) t->alloc_ticks += (_hpcmem_prim_ticks() - t0) * HPCMEM_SAMPLE_PERIOD;
   if (HPCMEM_UNLIKELY(check_always)) periodic_check();
 }
 
 /* ------------------------------------------------------------------ */
 /* the entry points                                                     */
 
+/* The fast paths: a thread-cache hit touches the cache's first line, the
+ * bin's line and the object (free also one byte of the class map and the
+ * class's geometry: no span record, no lock, no atomic). */
+
+/* A hit that used up the thread's byte budget: the slow paths' settling
+ * (publish or new budgets).  Tail calls, so hit paths keep p in a register. */
+HPCMEM_NOINLINE static void *settle_alloc(hpcmem_tcache_t *t, void *p, uint32_t size) {
+  t->b_alloc += size;
+  _hpcmem_stats_maybe_publish(t);
+  return p;
+}
+
+HPCMEM_NOINLINE static void settle_free(hpcmem_tcache_t *t, uint32_t size) {
+  t->b_freed += size;
+  _hpcmem_stats_maybe_publish(t);
+}
+
 EXPORT void *malloc(size_t n) {
   hpcmem_tcache_t *t = _hpcmem_tc;
-  if (HPCMEM_LIKELY(n <= HPCMEM_TINY_MAX && (t->n_alloc & t->fast_mask) != 0)) {
-    unsigned c = _hpcmem_class_tiny[(n + 15) >> 4];
+  if (HPCMEM_LIKELY(n < fast_lim)) {
+    unsigned c = HPCMEM_LIKELY(n <= HPCMEM_TINY_MAX) ? _hpcmem_class_tiny[(n + 15) >> 4] : _hpcmem_size_class(n);
     hpcmem_bin_t *b = &t->bin[c];
     void *p = b->head;
-    if (HPCMEM_LIKELY(p != NULL)) {
+    if (HPCMEM_LIKELY(p != NULL && --t->sample_alloc != 0)) {
+      uint32_t size = b->size, left;
       b->head = *(void **)p;
       b->count--;
-      ((uint64_t *)p)[1] = 0;
-      t->n_alloc++;
-      t->b_alloc += _hpcmem_class_size[c];
-      _hpcmem_stats_maybe_publish(t);
+      ((uint64_t *)p)[1] = 0;                  /* not a cached object any more */
+      if (HPCMEM_UNLIKELY(__builtin_sub_overflow(t->budget_alloc, size, &left))) return settle_alloc(t, p, size);
+      t->budget_alloc = left;
       return p;
     }
   }
   return malloc_slow(n, 0, HPCMEM_EV_MALLOC);
 }
 
+/* Hit: p lies in the slice of the thread's own group heap, in a chunk of a
+ * span of small objects, on an object boundary, does not carry the free key
+ * (a suspected double free goes to the slow path's search) and its bin has
+ * room.  The placeholder cache's slice starts at 0 with an all-zero class
+ * map, so NULL and every pointer of a thread without a cache fall through. */
 EXPORT void free(void *p) {
   hpcmem_tcache_t *t = _hpcmem_tc;
-  hpcmem_span_t *s = _hpcmem_span_of(p);
-  if (HPCMEM_LIKELY(s != NULL && s->fast_heap == t->heap_index && (t->n_free & t->fast_mask) != 0 &&
-                    _hpcmem_span_on_boundary(s, p) && ((uint64_t *)p)[1] != _hpcmem_free_key)) {
-    hpcmem_bin_t *b = &t->bin[s->cls];
-    if (HPCMEM_LIKELY(b->count < b->max)) {
-      *(void **)p = b->head;
-      ((uint64_t *)p)[1] = _hpcmem_free_key;
-      b->head = p;
-      b->count++;
-      t->n_free++;
-      t->b_freed += s->obj_size;
-      _hpcmem_stats_maybe_publish(t);
-      return;
+  uintptr_t off = (uintptr_t)p - (uintptr_t)t->slice;
+  if (HPCMEM_LIKELY(off < ((uintptr_t)1 << HPCMEM_SLICE_SHIFT))) {
+    unsigned c = t->classmap[off >> HPCMEM_CHUNK_SHIFT];
+    uint64_t key = _hpcmem_free_key;
+    if (HPCMEM_LIKELY(_hpcmem_class_on_boundary(&_hpcmem_class_geom[c], off) && ((uint64_t *)p)[1] != key)) {
+      hpcmem_bin_t *b = &t->bin[c];
+      if (HPCMEM_LIKELY(b->count < b->max && --t->sample_free != 0)) {
+        uint32_t size = b->size, left;
+        *(void **)p = b->head;
+        ((uint64_t *)p)[1] = key;
+        b->head = p;
+        b->count++;
+        if (HPCMEM_UNLIKELY(__builtin_sub_overflow(t->budget_free, size, &left))) { settle_free(t, size); return; }
+        t->budget_free = left;
+        return;
+      }
     }
   }
   free_slow(p);

@@ -11,9 +11,6 @@
 #define HPCMEM_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define HPCMEM_NOINLINE __attribute__((noinline))
 
-/* A thread publishes its live-bytes change once it drifts this far. */
-#define HPCMEM_PUBLISH_BYTES ((int64_t)64 << 10)
-
 extern int _hpcmem_ready;              /* set once initialisation finished */
 extern hpcmem_large_t _hpcmem_large;
 extern size_t _hpcmem_large_threshold;
@@ -32,10 +29,16 @@ hpcmem_tcache_t *_hpcmem_thread_cache(void);
 
 /* statistics (stats.c) */
 void _hpcmem_stats_publish(hpcmem_tcache_t *t);
+/* After a slow path moved b_alloc or b_freed: publish when the thread's
+ * unpublished change passed HPCMEM_PUBLISH_BYTES, else give the fast paths
+ * what is left of it as budgets. */
 static inline void _hpcmem_stats_maybe_publish(hpcmem_tcache_t *t) {
+  _hpcmem_tcache_settle(t);
   int64_t drift = (int64_t)(t->b_alloc - t->b_freed) - t->published;
   if (HPCMEM_UNLIKELY((uint64_t)(drift + HPCMEM_PUBLISH_BYTES) > (uint64_t)(2 * HPCMEM_PUBLISH_BYTES)))
     _hpcmem_stats_publish(t);
+  else
+    _hpcmem_tcache_set_budgets(t, drift);
 }
 void _hpcmem_stats_init(void);
 /* High-water mark of the private segment's share of the published total. */

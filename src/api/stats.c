@@ -78,9 +78,11 @@ static void timeline_add(uint64_t t, int64_t bytes, int new_peak) {
 }
 
 void _hpcmem_stats_publish(hpcmem_tcache_t *t) {
+  _hpcmem_tcache_settle(t);
   int64_t mine = (int64_t)(t->b_alloc - t->b_freed);
   int64_t d = mine - t->published;
   t->published = mine;
+  _hpcmem_tcache_set_budgets(t, 0);
   int64_t now = __atomic_add_fetch(&current, d, __ATOMIC_RELAXED);
   int64_t old = __atomic_load_n(&peak, __ATOMIC_RELAXED);
   int new_peak = 0;

@@ -7,13 +7,23 @@
 #include <string.h>
 
 hpcmem_heaps_t _hpcmem_heaps;
+hpcmem_class_geom_t _hpcmem_class_geom[HPCMEM_NCLASSES];
 
 #define SLICE ((size_t)1 << HPCMEM_SLICE_SHIFT)
 #define INITIAL_EXTENT ((size_t)4 << 20)       /* a young heap stays within its first 4 MiB */
 #define SPAN_MIN ((size_t)64 << 10)
+_Static_assert(SPAN_MIN >= ((size_t)1 << HPCMEM_CHUNK_SHIFT), "a span covers whole chunks of the class map");
 
 static inline void *next_of(void *p) { return *(void **)p; }
 static inline void set_next(void *p, void *n) { *(void **)p = n; }
+
+static unsigned order_for(size_t bytes);
+
+/* Every span of a class has this order: eight objects, at least SPAN_MIN. */
+static unsigned span_order(unsigned cls) {
+  size_t size = _hpcmem_class_size[cls];
+  return order_for(size * 8 > SPAN_MIN ? size * 8 : SPAN_MIN);
+}
 
 int _hpcmem_heaps_init(unsigned count, unsigned block_shift) {
   hpcmem_heaps_t *H = &_hpcmem_heaps;
@@ -29,9 +39,19 @@ int _hpcmem_heaps_init(unsigned count, unsigned block_shift) {
   if (!m) return -ENOMEM;
   H->pagemap = _hpcmem_prim_reserve(((size_t)count << (HPCMEM_SLICE_SHIFT - HPCMEM_PAGEMAP_SHIFT)) * sizeof(void *), 4096);
   if (!H->pagemap) return -ENOMEM;
+  H->classmap = _hpcmem_prim_reserve((size_t)count << (HPCMEM_SLICE_SHIFT - HPCMEM_CHUNK_SHIFT), 4096);
+  if (!H->classmap) return -ENOMEM;
   H->size = (size_t)count << HPCMEM_SLICE_SHIFT;
   H->count = count;
   H->block_shift = block_shift;
+  for (unsigned c = 1; c < HPCMEM_NCLASSES; c++) {
+    hpcmem_class_geom_t *g = &_hpcmem_class_geom[c];
+    size_t span = (size_t)1 << (span_order(c) + block_shift);
+    g->size = _hpcmem_class_size[c];
+    g->divmagic = UINT64_MAX / g->size + 1;
+    g->span_mask = span - 1;
+    g->limit = (uint32_t)(span / g->size * g->size);
+  }
   for (unsigned i = 0; i < count; i++, m += mgmt) {
     hpcmem_heap_t *h = &H->heap[i];
     h->index = i;
@@ -82,8 +102,16 @@ static hpcmem_span_t *run_new(hpcmem_heap_t *h, unsigned order, unsigned kind) {
   return s;
 }
 
+/* The class map entries of the chunks a span covers (spans cover whole chunks). */
+static void map_class(const hpcmem_span_t *s, uint8_t cls) {
+  size_t first = (size_t)(s->start - _hpcmem_heaps.base) >> HPCMEM_CHUNK_SHIFT;
+  size_t n = ((size_t)1 << (s->order + _hpcmem_heaps.block_shift)) >> HPCMEM_CHUNK_SHIFT;
+  for (size_t i = 0; i < n; i++) _hpcmem_heaps.classmap[first + i] = cls;
+}
+
 static void run_release(hpcmem_heap_t *h, hpcmem_span_t *s) {
   size_t bytes = (size_t)1 << (s->order + _hpcmem_heaps.block_shift);
+  if (s->kind == HPCMEM_SPAN_SMALL) map_class(s, 0);
   map_run(h, s, NULL);
   int rc = _hpcmem_itree_free(&h->tree, (size_t)(s->start - h->base) >> _hpcmem_heaps.block_shift);
   if (rc < 0) _hpcmem_fatal("heap %u: run at %p is not in the interval tree", h->index, (void *)s->start);
@@ -114,8 +142,7 @@ static void partial_remove(hpcmem_heap_t *h, hpcmem_span_t *s) {
 
 static hpcmem_span_t *span_new(hpcmem_heap_t *h, unsigned cls) {
   size_t size = _hpcmem_class_size[cls];
-  size_t bytes = size * 8 > SPAN_MIN ? size * 8 : SPAN_MIN;
-  unsigned order = order_for(bytes);
+  unsigned order = span_order(cls);
   hpcmem_span_t *s = run_new(h, order, HPCMEM_SPAN_SMALL);
   if (!s) return NULL;
   s->cls = (uint8_t)cls;
@@ -123,6 +150,7 @@ static hpcmem_span_t *span_new(hpcmem_heap_t *h, unsigned cls) {
   s->divmagic = UINT64_MAX / size + 1;
   s->fast_heap = (uint16_t)h->index;
   s->capacity = (uint32_t)(((size_t)1 << (order + _hpcmem_heaps.block_shift)) / size);
+  map_class(s, (uint8_t)cls);
   partial_push(h, s);
   return s;
 }
@@ -183,6 +211,7 @@ unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, void **list, unsign
 }
 
 void _hpcmem_span_remote_free(hpcmem_span_t *s, void *p) {
+  ((uint64_t *)p)[1] = _hpcmem_free_key;        /* a second free of p is searched for */
   void *old = __atomic_load_n(&s->remote, __ATOMIC_RELAXED);
   do set_next(p, old);
   while (!__atomic_compare_exchange_n(&s->remote, &old, p, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
@@ -192,6 +221,22 @@ void _hpcmem_span_remote_free(hpcmem_span_t *s, void *p) {
     do s->pending_next = top;
     while (!__atomic_compare_exchange_n(&h->pending, &top, s, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
   }
+}
+
+/* Under the owner's lock nothing takes objects off either list (other groups
+ * only push onto the remote list, which leaves the nodes already there as
+ * they are), so both walks are safe; they stop after `capacity` steps. */
+int _hpcmem_span_holds_free(hpcmem_span_t *s, const void *p) {
+  hpcmem_heap_t *h = &_hpcmem_heaps.heap[s->heap];
+  int found = 0;
+  _hpcmem_lock(&h->lock);
+  unsigned n = 0;
+  for (void *q = s->free; q && n <= s->capacity && !found; q = next_of(q), n++) found = q == p;
+  n = 0;
+  for (void *q = __atomic_load_n(&s->remote, __ATOMIC_ACQUIRE); q && n <= s->capacity && !found; q = next_of(q), n++)
+    found = q == p;
+  _hpcmem_unlock(&h->lock);
+  return found;
 }
 
 void _hpcmem_heap_flush(hpcmem_heap_t *mine, void *list, unsigned n, uint64_t *remote_count) {
@@ -249,6 +294,12 @@ int _hpcmem_heap_check(hpcmem_heap_t *h) {
           rc = -EFAULT; break;
         }
         nfree++;
+      }
+      size_t chunk = (size_t)(s->start - _hpcmem_heaps.base) >> HPCMEM_CHUNK_SHIFT;
+      if (_hpcmem_heaps.classmap[chunk] != c) {
+        _hpcmem_warn("heap %u: class map says %u for span %p of class %u", h->index,
+                     _hpcmem_heaps.classmap[chunk], (void *)s->start, c);
+        rc = -EFAULT;
       }
       if (s->cls != c || s->prev != prev || !s->in_partial || s->bump > s->capacity ||
           s->used + nfree != s->bump || _hpcmem_itree_order(&h->tree, (size_t)(s->start - h->base) >> _hpcmem_heaps.block_shift) != s->order) {

@@ -26,6 +26,7 @@
 #define HPCMEM_SLICE_SHIFT 34          /* 16 GiB of address space per heap */
 #define HPCMEM_MAX_HEAPS 64
 #define HPCMEM_PAGEMAP_SHIFT 12        /* page map granularity, whatever the datablock size */
+#define HPCMEM_CHUNK_SHIFT 16          /* class map granularity: spans are at least this big and aligned */
 
 enum { HPCMEM_SPAN_SMALL = 1, HPCMEM_SPAN_RUN = 2 };
 
@@ -65,11 +66,27 @@ typedef struct hpcmem_heaps {
   char *base;
   size_t size;                /* count << HPCMEM_SLICE_SHIFT */
   hpcmem_span_t **pagemap;    /* one entry per 4 KiB page of all slices */
+  uint8_t *classmap;          /* one byte per 64 KiB chunk of all slices: the size class of the
+                                 span covering the chunk, 0 when no span of small objects does */
   unsigned count, block_shift;
   hpcmem_heap_t heap[HPCMEM_MAX_HEAPS];
 } hpcmem_heaps_t;
 
-extern hpcmem_heaps_t _hpcmem_heaps;
+extern HPCMEM_HIDDEN hpcmem_heaps_t _hpcmem_heaps;
+
+/* What the free fast path needs of a size class, in one place: spans of a
+ * class all have the same size (a power of two, aligned to it, at least one
+ * chunk), so a pointer's offset in its span is its slice offset masked, and
+ * the span record is not needed to tell an object boundary.  Entry 0 (no
+ * class) has limit 0, which no offset passes. */
+typedef struct hpcmem_class_geom {
+  uint64_t divmagic;          /* ceil(2^64 / size): divisibility test with one multiply */
+  uint64_t span_mask;         /* span bytes - 1 */
+  uint32_t limit;             /* capacity * size: offsets at or past it hold no object */
+  uint32_t size;
+  uint64_t pad_;              /* 32 bytes: the fast path indexes with a shift */
+} hpcmem_class_geom_t;
+extern HPCMEM_HIDDEN hpcmem_class_geom_t _hpcmem_class_geom[HPCMEM_NCLASSES];
 
 int _hpcmem_heaps_init(unsigned count, unsigned block_shift);
 
@@ -90,14 +107,26 @@ static inline int _hpcmem_span_is_object(const hpcmem_span_t *s, const void *p) 
   return _hpcmem_span_on_boundary(s, p) && (size_t)((const char *)p - s->start) < (size_t)s->bump * s->obj_size;
 }
 
+/* Is off (an offset in a heap's slice, inside a chunk of class cls != 0) the
+ * start of an object?  Lemire's test as in _hpcmem_span_on_boundary. */
+static inline int _hpcmem_class_on_boundary(const hpcmem_class_geom_t *g, uintptr_t off) {
+  uint64_t in = off & g->span_mask;
+  return in * g->divmagic < g->divmagic && in < g->limit;
+}
+
 /* Up to `want` objects of class cls from heap h, linked through their first
  * word; returns how many (0: out of memory). */
 unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, void **list, unsigned want);
 /* Give back n objects linked through their first word (any spans, any heaps):
  * those of heap `mine` under its lock, the others onto remote lists. */
 void _hpcmem_heap_flush(hpcmem_heap_t *mine, void *list, unsigned n, uint64_t *remote_count);
-/* Push one object of span s onto its remote list (no lock). */
+/* Push one object of span s onto its remote list (no lock); it gets the free key. */
 void _hpcmem_span_remote_free(hpcmem_span_t *s, void *p);
+/* Is p on span s's free list or remote list?  (Takes the owner's lock.) */
+int _hpcmem_span_holds_free(hpcmem_span_t *s, const void *p);
+/* Marks free objects (second word) in caches, span free lists and remote
+ * lists: a free of an object carrying it is searched for a double free. */
+extern HPCMEM_HIDDEN uint64_t _hpcmem_free_key;
 
 /* Direct runs: one allocation of at least size bytes aligned to align. */
 void *_hpcmem_heap_run_alloc(hpcmem_heap_t *h, size_t size, size_t align);

@@ -8,12 +8,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Internal data the fast paths read: hidden, so the library addresses it
+ * directly instead of through the GOT. */
+#ifndef HPCMEM_HIDDEN
+#define HPCMEM_HIDDEN __attribute__((visibility("hidden")))
+#endif
+
 #define HPCMEM_SMALL_MAX ((size_t)128 * 1024)   /* largest class */
 #define HPCMEM_NCLASSES 49                        /* classes 1..48 */
 #define HPCMEM_TINY_MAX 1024                      /* classes found by table lookup */
 
-extern const uint32_t _hpcmem_class_size[HPCMEM_NCLASSES];
-extern const uint8_t _hpcmem_class_tiny[HPCMEM_TINY_MAX / 16 + 1];
+extern HPCMEM_HIDDEN const uint32_t _hpcmem_class_size[HPCMEM_NCLASSES];
+extern HPCMEM_HIDDEN const uint8_t _hpcmem_class_tiny[HPCMEM_TINY_MAX / 16 + 1];
 
 /* Class of a request of n bytes, 1 <= result < HPCMEM_NCLASSES; n <= HPCMEM_SMALL_MAX. */
 static inline unsigned _hpcmem_size_class(size_t n) {

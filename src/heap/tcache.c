@@ -7,11 +7,15 @@
 #include <sched.h>
 #include <string.h>
 
-hpcmem_tcache_t _hpcmem_tcache_none = {.heap_index = HPCMEM_NO_HEAP - 1};
+/* The placeholder's slice starts at address 0 and its class map is all zero:
+ * every pointer below 16 GiB reads "no class" there, every other one is
+ * outside the slice, so the free fast path sends all of them on. */
+static uint8_t none_classmap[(size_t)1 << (HPCMEM_SLICE_SHIFT - HPCMEM_CHUNK_SHIFT)];
+hpcmem_tcache_t _hpcmem_tcache_none = {.classmap = none_classmap, .heap_index = HPCMEM_NO_HEAP - 1};
 __thread hpcmem_tcache_t *_hpcmem_tc __attribute__((tls_model("initial-exec"))) = &_hpcmem_tcache_none;
 uint64_t _hpcmem_free_key;
 unsigned (*_hpcmem_cpu_to_group)(int cpu);
-uint64_t _hpcmem_tcache_fast_mask = 63;
+int _hpcmem_tcache_fast_off;
 
 /* Caches are never unmapped: an exited thread's cache goes on a free list
  * for the next thread, its statistics stay in it. */
@@ -19,24 +23,46 @@ static hpcmem_lock_t registry_lock = HPCMEM_LOCK_INIT;
 static hpcmem_tcache_t *all_caches;
 static char *pool_next, *pool_end;
 
-void _hpcmem_tcache_set_fast_mask(uint64_t mask) {
+/* A cache whose slice starts at 0 over an all-zero class map sends every
+ * free to the slow path, like the placeholder.  A thread racing with this
+ * reads either field old or new: both combinations miss. */
+static void fast_off(hpcmem_tcache_t *t) {
+  t->slice = NULL;
+  t->classmap = none_classmap;
+}
+
+void _hpcmem_tcache_fast_path_off(void) {
   _hpcmem_lock(&registry_lock);
-  _hpcmem_tcache_fast_mask = mask;
-  for (hpcmem_tcache_t *t = all_caches; t; t = t->next_all) t->fast_mask = mask;
+  _hpcmem_tcache_fast_off = 1;
+  for (hpcmem_tcache_t *t = all_caches; t; t = t->next_all) fast_off(t);
   _hpcmem_unlock(&registry_lock);
 }
 
 #define BIN_BYTES (128u << 10)   /* a bin holds about this many bytes at most */
+#define BIN_START (8u << 10)     /* ... and starts with room for this many */
 
 void _hpcmem_tcache_init_process(void) {
   _hpcmem_free_key = _hpcmem_prim_random64() | 1;
 }
 
+static uint32_t clamp_objects(uint32_t bytes, unsigned cls, uint32_t lo) {
+  uint32_t n = bytes / _hpcmem_class_size[cls];
+  return n < lo ? lo : n > 512 ? 512 : n;
+}
+
+/* Slow start: a bin's room doubles each time it runs empty or full, up to
+ * BIN_BYTES, so a class a thread uses a little costs it a page or two, not
+ * a full batch of touched objects. */
 static void bins_init(hpcmem_tcache_t *t) {
   for (unsigned c = 1; c < HPCMEM_NCLASSES; c++) {
-    uint32_t max = BIN_BYTES / _hpcmem_class_size[c];
-    t->bin[c].max = max < 4 ? 4 : max > 512 ? 512 : max;
+    t->bin[c].max = (uint16_t)clamp_objects(BIN_START, c, 2);
+    t->bin[c].size = _hpcmem_class_size[c];
   }
+}
+
+static void bin_grow(hpcmem_bin_t *b, unsigned cls) {
+  uint32_t hard = clamp_objects(BIN_BYTES, cls, 4);
+  if (b->max < hard) b->max = (uint16_t)(b->max * 2u < hard ? b->max * 2u : hard);
 }
 
 void _hpcmem_tcache_rebind(hpcmem_tcache_t *t) {
@@ -46,6 +72,9 @@ void _hpcmem_tcache_rebind(hpcmem_tcache_t *t) {
   unsigned g = cpu < 0 ? 0 : _hpcmem_cpu_to_group ? _hpcmem_cpu_to_group(cpu) : (unsigned)cpu;
   t->heap = &_hpcmem_heaps.heap[g % _hpcmem_heaps.count];
   t->heap_index = t->heap->index;
+  t->slice = t->heap->base;
+  t->classmap = _hpcmem_heaps.classmap + ((size_t)t->heap_index << (HPCMEM_SLICE_SHIFT - HPCMEM_CHUNK_SHIFT));
+  if (__atomic_load_n(&_hpcmem_tcache_fast_off, __ATOMIC_RELAXED)) fast_off(t);
 }
 
 hpcmem_tcache_t *_hpcmem_tcache_get(void) {
@@ -66,11 +95,12 @@ hpcmem_tcache_t *_hpcmem_tcache_get(void) {
     t = (hpcmem_tcache_t *)pool_next;
     pool_next += sz;
     bins_init(t);
+    t->sample_alloc = t->sample_free = HPCMEM_SAMPLE_PERIOD;
+    _hpcmem_tcache_set_budgets(t, 0);            /* a reused cache keeps its own: its exit published */
     t->next_all = all_caches;
     all_caches = t;
   }
   t->live = 1;
-  t->fast_mask = _hpcmem_tcache_fast_mask;
   _hpcmem_unlock(&registry_lock);
   _hpcmem_tcache_rebind(t);
   _hpcmem_tc = t;
@@ -81,6 +111,7 @@ void *_hpcmem_tcache_refill(hpcmem_tcache_t *t, unsigned cls) {
   hpcmem_bin_t *b = &t->bin[cls];
   void *list;
   unsigned want = b->max / 2 ? b->max / 2 : 1;
+  bin_grow(b, cls);
   unsigned got = _hpcmem_heap_refill(t->heap, cls, &list, want);
   if (!got) {   /* this group's slice is full: borrow from the other groups */
     for (unsigned i = 1; i < _hpcmem_heaps.count && !got; i++)
@@ -89,7 +120,7 @@ void *_hpcmem_tcache_refill(hpcmem_tcache_t *t, unsigned cls) {
   }
   void *p = list;
   b->head = *(void **)p;   /* hand out the first, cache the rest */
-  b->count += got - 1;
+  b->count = (uint16_t)(b->count + got - 1);
   for (void *q = b->head; q; q = *(void **)q) ((uint64_t *)q)[1] = _hpcmem_free_key;
   return p;
 }
@@ -97,11 +128,12 @@ void *_hpcmem_tcache_refill(hpcmem_tcache_t *t, unsigned cls) {
 void _hpcmem_tcache_flush(hpcmem_tcache_t *t, unsigned cls) {
   hpcmem_bin_t *b = &t->bin[cls];
   unsigned n = b->count - b->max / 2;
+  bin_grow(b, cls);
   void *list = b->head, *cut = list;
   for (unsigned i = 1; i < n; i++) cut = *(void **)cut;
   b->head = *(void **)cut;
   *(void **)cut = NULL;
-  b->count -= n;
+  b->count = (uint16_t)(b->count - n);
   _hpcmem_heap_flush(t->heap, list, n, &t->st.remote_free_count);
 }
 
@@ -129,12 +161,13 @@ void _hpcmem_tcache_merge_stats(hpcmem_stats_t *out, uint64_t *cur_unpublished) 
     if (#kind[0] == 'S') out->name += t->st.name; else if (t->st.name > out->name) out->name = t->st.name;
     HPCMEM_STATS_FIELDS(HPCMEM_MERGE_)
 #undef HPCMEM_MERGE_
-    out->alloc_count += t->n_alloc;
-    out->free_count += t->n_free;
-    out->bytes_allocated += t->b_alloc;
-    out->bytes_freed += t->b_freed;
+    uint64_t b_alloc = _hpcmem_tcache_b_alloc(t), b_freed = _hpcmem_tcache_b_freed(t);
+    out->alloc_count += _hpcmem_tcache_n_alloc(t);
+    out->free_count += _hpcmem_tcache_n_free(t);
+    out->bytes_allocated += b_alloc;
+    out->bytes_freed += b_freed;
     out->alloc_time_ns += t->alloc_ticks;   /* ticks: the caller converts */
-    *cur_unpublished += (uint64_t)((int64_t)(t->b_alloc - t->b_freed) - t->published);
+    *cur_unpublished += (uint64_t)((int64_t)(b_alloc - b_freed) - t->published);
   }
   _hpcmem_unlock(&registry_lock);
 }

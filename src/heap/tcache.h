@@ -9,33 +9,94 @@
 #include "heap/group.h"
 #include "hpcmem.h"
 
+/* Timing of the allocator's own time (alloc_time_ns): one call in this many
+ * is timed through the slow path and the time scaled by it. */
+#define HPCMEM_SAMPLE_PERIOD 1024u
+/* A thread publishes its live-bytes change once it drifts this far. */
+#define HPCMEM_PUBLISH_BYTES ((int64_t)64 << 10)
+
 typedef struct hpcmem_bin {
   void *head;
-  uint32_t count, max;
+  uint16_t count, max;             /* at most 512 */
+  uint32_t size;                   /* the class's object size (0 in the placeholder) */
 } hpcmem_bin_t;
 
 typedef struct hpcmem_tcache {
+  /* first cache line: everything the malloc and free fast paths read besides
+   * their bin (hit paths touch this line, the bin's and the object's) */
+  char *slice;                     /* start of the group heap's address slice (NULL while tracing) */
+  const uint8_t *classmap;         /* the slice's part of _hpcmem_heaps.classmap */
+  /* Bytes the fast paths may still allocate / free before the slow path
+   * settles the statistics (budget_* <= credit_*: credit - budget bytes went
+   * by since), so a fast hit writes two counters: this and sample_*. */
+  uint32_t budget_alloc, budget_free;
+  /* calls until the next one is timed; every malloc and free call counts
+   * once, hit or not (see _hpcmem_sample_due) */
+  uint32_t sample_alloc, sample_free;
   hpcmem_bin_t bin[HPCMEM_NCLASSES];
-  hpcmem_heap_t *heap;
-  unsigned heap_index;             /* heap->index, kept here for the free fast path */
-  /* statistics of this thread; current bytes = allocated - freed */
+  /* Statistics of this thread, as settled; the exact figures are
+   * _hpcmem_tcache_counts().  current bytes = allocated - freed. */
   uint64_t n_alloc, n_free, b_alloc, b_freed;
-  int64_t published;
-  uint64_t alloc_ticks;
-  uint64_t fast_mask;              /* 63: one call in 64 takes the slow path (timing sample);
-                                      0 while tracing: every call does (the recorder is there) */
-  int in_call;                     /* inside calloc/realloc/...: the inner calls are not events */            /* sampled time inside the allocator, in _hpcmem_prim_ticks() */               /* part of (b_alloc - b_freed) already in the process total */
+  uint32_t credit_alloc, credit_free;
+  uint32_t slow_alloc, slow_free;  /* slow-path calls in the current sampling period */
+  int64_t published;               /* part of (b_alloc - b_freed) already in the process total */
+  hpcmem_heap_t *heap;
+  unsigned heap_index;             /* heap->index */
+  uint64_t alloc_ticks;            /* sampled time inside the allocator, in _hpcmem_prim_ticks() */
+  int in_call;                     /* inside calloc/realloc/...: the inner calls are not events */
   hpcmem_stats_t st;               /* the other counters (merged by hpcmem_stats) */
   struct hpcmem_tcache *next_all;  /* registry of live caches */
   int live;
-} hpcmem_tcache_t;
+} __attribute__((aligned(64))) hpcmem_tcache_t;
 
 /* Every thread starts on an empty, shared placeholder cache (its bins are empty
  * and its heap index matches no span), so the fast paths need no NULL test:
  * they fall through to the slow path, which gives the thread a real cache. */
-extern hpcmem_tcache_t _hpcmem_tcache_none;
+extern HPCMEM_HIDDEN hpcmem_tcache_t _hpcmem_tcache_none;
 extern __thread hpcmem_tcache_t *_hpcmem_tc __attribute__((tls_model("initial-exec")));
-extern uint64_t _hpcmem_free_key;   /* marks objects in a cache: cheap double-free detection */
+
+/* Every malloc and free call counts once towards the next timed call: a
+ * fast hit by decrementing sample_*, a slow-path call here (a fast path
+ * whose count reached 0 hands the call on at 0).  At the end of a period the
+ * fast hits it held (PERIOD minus the slow-path calls) go into n_*.
+ * Returns whether this call is the one to time. */
+static inline int _hpcmem_sample_due(uint32_t *left, uint32_t *slow, uint64_t *n) {
+  ++*slow;
+  if (*left != 0 && --*left != 0) return 0;
+  *n += HPCMEM_SAMPLE_PERIOD - *slow;
+  *slow = 0;
+  *left = HPCMEM_SAMPLE_PERIOD;
+  return 1;
+}
+
+/* The thread's exact counters (another thread may read them while they move:
+ * statistics only). */
+static inline uint64_t _hpcmem_tcache_n_alloc(const hpcmem_tcache_t *t) {
+  return t->n_alloc + (HPCMEM_SAMPLE_PERIOD - t->sample_alloc) - t->slow_alloc;
+}
+static inline uint64_t _hpcmem_tcache_n_free(const hpcmem_tcache_t *t) {
+  return t->n_free + (HPCMEM_SAMPLE_PERIOD - t->sample_free) - t->slow_free;
+}
+static inline uint64_t _hpcmem_tcache_b_alloc(const hpcmem_tcache_t *t) {
+  return t->b_alloc + (t->credit_alloc - t->budget_alloc);
+}
+static inline uint64_t _hpcmem_tcache_b_freed(const hpcmem_tcache_t *t) {
+  return t->b_freed + (t->credit_free - t->budget_free);
+}
+/* Move the fast paths' bytes into b_alloc / b_freed (the budgets stay). */
+static inline void _hpcmem_tcache_settle(hpcmem_tcache_t *t) {
+  t->b_alloc += t->credit_alloc - t->budget_alloc;
+  t->b_freed += t->credit_free - t->budget_free;
+  t->credit_alloc = t->budget_alloc;
+  t->credit_free = t->budget_free;
+}
+/* New budgets for a thread whose live bytes are `drift` past what it
+ * published (|drift| <= HPCMEM_PUBLISH_BYTES): the live bytes may rise or
+ * fall by the rest before the next check. */
+static inline void _hpcmem_tcache_set_budgets(hpcmem_tcache_t *t, int64_t drift) {
+  t->budget_alloc = t->credit_alloc = (uint32_t)(HPCMEM_PUBLISH_BYTES - drift);
+  t->budget_free = t->credit_free = (uint32_t)(HPCMEM_PUBLISH_BYTES + drift);
+}
 
 /* The calling thread's cache, created on first use (NULL only when out of memory). */
 hpcmem_tcache_t *_hpcmem_tcache_get(void);
@@ -52,9 +113,10 @@ void _hpcmem_tcache_init_process(void);
 void _hpcmem_tcache_merge_stats(hpcmem_stats_t *out, uint64_t *cur_unpublished);
 /* Select the group heap of the calling thread again (after the topology is known). */
 void _hpcmem_tcache_rebind(hpcmem_tcache_t *t);
-/* Mask of the fast-path test (see fast_mask) for every cache, present and future. */
-extern uint64_t _hpcmem_tcache_fast_mask;
-void _hpcmem_tcache_set_fast_mask(uint64_t mask);
+/* Turn the free fast path off (tracing: every call goes past the recorder)
+ * for every cache, present and future; malloc's is the API layer's. */
+extern int _hpcmem_tcache_fast_off;
+void _hpcmem_tcache_fast_path_off(void);
 /* Which group heap a thread on `cpu` uses; set by the topology layer. */
 extern unsigned (*_hpcmem_cpu_to_group)(int cpu);
 

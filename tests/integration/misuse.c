@@ -1,13 +1,55 @@
 /* Misuse on purpose, for test_misuse.sh: one kind of bad free per run.
  *   misuse KIND    KIND: interior double foreign stack interior-large double-large
- *                        misaligned-large realloc-foreign unallocated
- * Prints "survived" and exits 0 when the allocator let it go on. */
+ *                        misaligned-large realloc-foreign unallocated double-remote
+ * Prints "survived" and exits 0 when the allocator let it go on.
+ * double-remote (run with HPCMEM_HEAPS=2): a thread on cpu 0 allocates, one
+ * on cpu 1 frees the block twice, so the first free puts it on the remote
+ * list of the other group's heap; exits 77 when that cannot be arranged. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include "hpcmem.h"
+
+static int pin(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return sched_setaffinity(0, sizeof set, &set) == 0 && sched_getcpu() == cpu;
+}
+
+static void *alloc_on_cpu0(void *arg) {
+  (void)arg;
+  return pin(0) ? malloc(64) : NULL;
+}
+
+static void *free_twice_on_cpu1(void *q) {
+  hpcmem_stats_t a, b;
+  if (!pin(1)) return (void *)"cannot run on cpu 1";
+  hpcmem_stats(&a);
+  free(q);
+  hpcmem_stats(&b);
+  if (b.remote_free_count != a.remote_free_count + 1) return (void *)"the first free was not a remote free";
+  free(q);
+  return NULL;
+}
+
+static void double_remote(void) {
+  pthread_t t;
+  void *q = NULL, *why = NULL;
+  if (pthread_create(&t, NULL, alloc_on_cpu0, NULL) != 0 || pthread_join(t, &q) != 0 || !q) {
+    printf("skipped: cannot allocate on cpu 0\n");
+    exit(77);
+  }
+  if (pthread_create(&t, NULL, free_twice_on_cpu1, q) != 0 || pthread_join(t, &why) != 0 || why) {
+    printf("skipped: %s\n", why ? (const char *)why : "no thread");
+    exit(77);
+  }
+}
 
 int main(int argc, char **argv) {
   if (argc != 2) { fprintf(stderr, "usage: misuse KIND\n"); return 2; }
@@ -24,6 +66,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(k, "double-large")) { char *q = malloc(2 << 20); free(q); free(q); }
   else if (!strcmp(k, "realloc-foreign")) { if (realloc(other + 128, 100) != NULL) return 4; }
   else if (!strcmp(k, "unallocated")) { char *q = malloc(200000); free(q); free(q + 0); }
+  else if (!strcmp(k, "double-remote")) double_remote();
   else { fprintf(stderr, "unknown kind %s\n", k); return 2; }
   /* the allocator must still work and the block we kept must be intact */
   char *after = malloc(100);

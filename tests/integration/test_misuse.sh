@@ -30,4 +30,15 @@ check double_large_warn warn double-large 0 "double free"
 check realloc_foreign_warn warn realloc-foreign 0 "realloc(0x[0-9a-f]*): pointer was not allocated by libhpcmem"
 check unallocated_warn warn unallocated 0 "free(0x[0-9a-f]*)"
 check default_is_abort "" double $ABRT "aborting"
+# a block freed by a thread of another group waits on its heap's remote list;
+# freeing it again is a double free too (two thread groups, two cpus)
+if [ "$(nproc 2>/dev/null || echo 1)" -ge 2 ]; then
+  export HPCMEM_HEAPS=2
+  check double_remote_abort abort double-remote $ABRT "free(0x[0-9a-f]*): double free"
+  check double_remote_warn warn double-remote 0 "free(0x[0-9a-f]*): double free"
+  unset HPCMEM_HEAPS
+else
+  echo "[  SKIPPED ] misuse.double_remote_abort (one cpu: no second thread group)"
+  echo "[  SKIPPED ] misuse.double_remote_warn (one cpu: no second thread group)"
+fi
 [ $fails = 0 ]

@@ -1,6 +1,7 @@
 // hpcmem_stats, hpcmem_stats_reset_peak, hpcmem_stats_print, hpcmem_timeline,
 // hpcmem_clock_ns, hpcmem_start_ns, hpcmem_check.
 #include <gtest/gtest.h>
+#include <malloc.h>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -53,6 +54,46 @@ TEST(hpcmem_stats, threads_are_merged_after_they_exit) {
   hpcmem_stats_t b = snap();
   EXPECT_GE(b.alloc_count - a.alloc_count, 500u);
   EXPECT_GE(b.free_count - a.free_count, 500u);
+}
+
+// The fast paths count hits in batches (sampling period, byte budget); the
+// figures must still be exact: one thread, nothing else allocating meanwhile.
+struct Delta { uint64_t allocs, frees, bytes_in, bytes_out; };
+static void *volatile g_sink;
+template <class F> static Delta measure_thread(F work) {
+  hpcmem_stats_t a = snap();
+  std::thread t(work);
+  t.join();
+  hpcmem_stats_t b = snap();
+  return {b.alloc_count - a.alloc_count, b.free_count - a.free_count,
+          b.bytes_allocated - a.bytes_allocated, b.bytes_freed - a.bytes_freed};
+}
+
+TEST(hpcmem_stats, counts_are_exact_across_samples_and_budgets) {
+  measure_thread([] {});                // the first thread gets glibc's thread memory (TLS vector)
+  Delta none = measure_thread([] {});   // what making and joining a thread costs
+  const int n = 5000;                   // several sampling periods
+  size_t usable = 0;
+  Delta pairs = measure_thread([&] {
+    for (int i = 0; i < n; i++) { void *p = malloc(100); g_sink = p; usable = malloc_usable_size(p); free(p); }
+  });
+  EXPECT_EQ(pairs.allocs - none.allocs, (uint64_t)n);
+  EXPECT_EQ(pairs.frees - none.frees, (uint64_t)n);
+  EXPECT_EQ(pairs.bytes_in - none.bytes_in, (uint64_t)n * usable);
+  EXPECT_EQ(pairs.bytes_out - none.bytes_out, (uint64_t)n * usable);
+  uint64_t want = 0;                    // many sizes, refills and flushes, small and large
+  static void *v[3000];
+  Delta mixed = measure_thread([&] {
+    for (int i = 0; i < 3000; i++) {
+      v[i] = malloc((size_t)(i * 7919) % (i % 100 ? 4000 : 300000) + 1);
+      want += malloc_usable_size(v[i]);
+    }
+    for (void *p : v) free(p);
+  });
+  EXPECT_EQ(mixed.allocs - none.allocs, 3000u);
+  EXPECT_EQ(mixed.frees - none.frees, 3000u);
+  EXPECT_EQ(mixed.bytes_in - none.bytes_in, want);
+  EXPECT_EQ(mixed.bytes_out - none.bytes_out, want);
 }
 
 TEST(hpcmem_stats, rejects_null) { EXPECT_EQ(hpcmem_stats(nullptr), -EINVAL); }
