@@ -20,7 +20,6 @@
 #include "util/options.h"
 #include <errno.h>
 #include <string.h>
-#include <time.h>
 
 #define REC_CAP_MAX ((size_t)1 << 24)   /* 16 M blocks: 2 GiB of records, lazily backed */
 #define RING 1024                       /* recent frees kept to tell a double free */
@@ -74,13 +73,6 @@ static inline arena_t *arena_of(hpcmem_large_t *L, const rec_t *r) {
 
 static inline size_t lead_for(const char *start, size_t align) {
   return (size_t)(up((uintptr_t)start, align) - (uintptr_t)start);
-}
-
-/* The large tier's clock (decay ages, see clock_tick). */
-static inline uint64_t coarse_now_ns(void) {
-  struct timespec ts;
-  if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0) return _hpcmem_prim_now_ns();
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /* ---------------------------------------------------------------- records */
@@ -600,7 +592,7 @@ static void decay_unlock(hpcmem_large_t *L, uint64_t now, int force) {
  * It lags the exact clock by at most a tick, which only makes a block decay
  * that much earlier.  Called with the lock held. */
 static inline uint64_t clock_tick(hpcmem_large_t *L) {
-  if (!(L->tick++ & 7)) L->now_ns = coarse_now_ns();
+  if (!(L->tick++ & 7)) L->now_ns = _hpcmem_coarse_now_ns();
   return L->now_ns;
 }
 
@@ -681,7 +673,7 @@ int _hpcmem_large_init(hpcmem_large_t *L, const hpcmem_large_config_t *cfg) {
   memset(L->recs, 0, sizeof(rec_t));
   memset(L->harea[0], 0, sizeof(slot_t));
   L->ring[0] = 0;
-  L->now_ns = coarse_now_ns();
+  L->now_ns = _hpcmem_coarse_now_ns();
   schedule(L, L->now_ns);
   return 0;
 }
@@ -1146,7 +1138,7 @@ void _hpcmem_large_fork_parent(hpcmem_large_t *L) { _hpcmem_unlock(&L->lock); }
  * before the fork, as dirty. */
 void _hpcmem_large_fork_child(hpcmem_large_t *L) {
   L->lock.v = 0;
-  uint64_t now = coarse_now_ns();
+  uint64_t now = _hpcmem_coarse_now_ns();
   while (L->busy) {
     rec_t *r = L->busy;
     busy_remove(L, r);
