@@ -5,6 +5,7 @@
  * for small ones.  The timeline keeps samples of the total for the report. */
 #include "config.h"
 #include "api/internal.h"
+#include "heap/single.h"
 #include "hpcmem.h"
 #include "prim/prim.h"
 #include "util/lock.h"
@@ -110,10 +111,10 @@ static void commit_pending_locked(void) {
 
 /* Add a sample (a new peak, or a step: the caller asked timeline_wants). */
 static void timeline_add(uint64_t t, int64_t bytes, int new_peak) {
-  _hpcmem_lock(&timeline_lock);
+  _hpcmem_lock_st(&timeline_lock);
   commit_pending_locked();
   append_locked(t, bytes, new_peak);
-  _hpcmem_unlock(&timeline_lock);
+  _hpcmem_unlock_st(&timeline_lock);
 }
 
 void _hpcmem_stats_publish(hpcmem_tcache_t *t) {
@@ -122,11 +123,17 @@ void _hpcmem_stats_publish(hpcmem_tcache_t *t) {
   int64_t d = mine - t->published;
   t->published = mine;
   _hpcmem_tcache_set_budgets(t, 0);
-  int64_t now = __atomic_add_fetch(&current, d, __ATOMIC_RELAXED);
-  int64_t old = __atomic_load_n(&peak, __ATOMIC_RELAXED);
+  int64_t now, old = __atomic_load_n(&peak, __ATOMIC_RELAXED);
   int new_peak = 0;
-  while (now > old) {
-    if (__atomic_compare_exchange_n(&peak, &old, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) { new_peak = 1; break; }
+  if (_hpcmem_single_threaded()) {           /* no other thread: plain loads and stores (heap/single.h) */
+    now = __atomic_load_n(&current, __ATOMIC_RELAXED) + d;
+    __atomic_store_n(&current, now, __ATOMIC_RELAXED);
+    if (now > old) { __atomic_store_n(&peak, now, __ATOMIC_RELAXED); new_peak = 1; }
+  } else {
+    now = __atomic_add_fetch(&current, d, __ATOMIC_RELAXED);
+    while (now > old) {
+      if (__atomic_compare_exchange_n(&peak, &old, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) { new_peak = 1; break; }
+    }
   }
   /* the clock only when the peak moved or the timeline takes a sample:
    * every large block publishes, and the clock is not cheap on every machine */
@@ -174,9 +181,9 @@ EXPORT int hpcmem_stats_reset_peak(void) {
   hpcmem_stats(&s);
   __atomic_store_n(&peak, (int64_t)s.current_bytes, __ATOMIC_RELAXED);
   __atomic_store_n(&peak_time, _hpcmem_prim_now_ns(), __ATOMIC_RELAXED);
-  _hpcmem_lock(&timeline_lock);
+  _hpcmem_lock_st(&timeline_lock);
   last_was_peak = 0;            /* the old peak's sample stays in the timeline */
-  _hpcmem_unlock(&timeline_lock);
+  _hpcmem_unlock_st(&timeline_lock);
   return 0;
 }
 
@@ -190,11 +197,11 @@ EXPORT int hpcmem_stats_print(FILE *out, const hpcmem_stats_t *s) {
 
 EXPORT size_t hpcmem_timeline(hpcmem_sample_t *out, size_t max) {
   if (!_hpcmem_ready) _hpcmem_init();
-  _hpcmem_lock(&timeline_lock);
+  _hpcmem_lock_st(&timeline_lock);
   commit_pending_locked();
   size_t n = timeline_n;
   if (out) memcpy(out, timeline, (n < max ? n : max) * sizeof *out);
-  _hpcmem_unlock(&timeline_lock);
+  _hpcmem_unlock_st(&timeline_lock);
   return n;
 }
 
