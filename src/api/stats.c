@@ -5,6 +5,7 @@
  * for small ones.  The timeline keeps samples of the total for the report. */
 #include "config.h"
 #include "api/internal.h"
+#include "heap/single.h"
 #include "hpcmem.h"
 #include "prim/prim.h"
 #include "segment/segment.h"
@@ -28,6 +29,9 @@ static size_t timeline_n;
 static int64_t timeline_last;
 static uint64_t timeline_step_shift;   /* halvings done when the buffer filled */
 static int last_was_peak;
+static uint64_t step_tick;             /* coarse clock of the last step samples ... */
+static unsigned step_tick_n;           /* ... and how many of them in that tick */
+#define STEP_SAMPLES_PER_TICK 2
 
 void _hpcmem_stats_init(void) {
   start_time = _hpcmem_prim_now_ns();
@@ -58,9 +62,38 @@ static int timeline_wants(int64_t bytes) {
   return d >= step || d <= -step;
 }
 
-/* Add a sample (a new peak, or a step: the caller asked timeline_wants). */
-static void timeline_add(uint64_t t, int64_t bytes, int new_peak) {
-  _hpcmem_lock(&timeline_lock);
+/* Step samples (not peaks) are limited to a few per clock tick: a block of
+ * several steps allocated and freed in a loop moved the total by a step on
+ * every call, and each sample costs the exact clock and the timeline lock
+ * (half the time of a 4 MiB malloc+free pair).  A step left out is kept as
+ * the pending sample (the latest one wins) with the tick's time, and goes
+ * into the timeline before the next sample or when the timeline is read, so
+ * the timeline still ends each tick at the level the total reached (a
+ * rank's drop must not go missing: the job's peak of the sum adds the
+ * ranks' timelines).  Racy on purpose: a tick may get a sample more, and a
+ * pending sample may pair one thread's total with another's tick. */
+static struct { uint64_t t; int64_t bytes; int set; } pend;
+
+static int step_allowed(uint64_t tick) {
+  if (tick != __atomic_load_n(&step_tick, __ATOMIC_RELAXED)) {
+    __atomic_store_n(&step_tick, tick, __ATOMIC_RELAXED);
+    __atomic_store_n(&step_tick_n, 1, __ATOMIC_RELAXED);
+    return 1;
+  }
+  unsigned n = __atomic_load_n(&step_tick_n, __ATOMIC_RELAXED) + 1;
+  if (n > STEP_SAMPLES_PER_TICK) return 0;
+  __atomic_store_n(&step_tick_n, n, __ATOMIC_RELAXED);
+  return 1;
+}
+
+static void pend_store(uint64_t tick, int64_t bytes) {
+  __atomic_store_n(&pend.t, tick, __ATOMIC_RELAXED);
+  __atomic_store_n(&pend.bytes, bytes, __ATOMIC_RELAXED);
+  __atomic_store_n(&pend.set, 1, __ATOMIC_RELEASE);
+}
+
+/* timeline_lock held */
+static void append_locked(uint64_t t, int64_t bytes, int new_peak) {
   if (new_peak && last_was_peak && timeline_n && !timeline_wants(bytes)) {
     /* a peak a little above the last one raises that sample in place and
      * keeps its time: moving it would drop the plateau before it from the
@@ -74,7 +107,23 @@ static void timeline_add(uint64_t t, int64_t bytes, int new_peak) {
     timeline_last = bytes;
   }
   last_was_peak = new_peak;
-  _hpcmem_unlock(&timeline_lock);
+}
+
+/* timeline_lock held: the pending sample goes in, never before the last one */
+static void commit_pending_locked(void) {
+  if (!__atomic_load_n(&pend.set, __ATOMIC_ACQUIRE)) return;
+  __atomic_store_n(&pend.set, 0, __ATOMIC_RELAXED);
+  uint64_t t = __atomic_load_n(&pend.t, __ATOMIC_RELAXED);
+  if (timeline_n && t < timeline[timeline_n - 1].t_ns) t = timeline[timeline_n - 1].t_ns;
+  append_locked(t, __atomic_load_n(&pend.bytes, __ATOMIC_RELAXED), 0);
+}
+
+/* Add a sample (a new peak, or a step: the caller asked timeline_wants). */
+static void timeline_add(uint64_t t, int64_t bytes, int new_peak) {
+  _hpcmem_lock_st(&timeline_lock);
+  commit_pending_locked();
+  append_locked(t, bytes, new_peak);
+  _hpcmem_unlock_st(&timeline_lock);
 }
 
 void _hpcmem_stats_publish(hpcmem_tcache_t *t) {
@@ -83,11 +132,17 @@ void _hpcmem_stats_publish(hpcmem_tcache_t *t) {
   int64_t d = mine - t->published;
   t->published = mine;
   _hpcmem_tcache_set_budgets(t, 0);
-  int64_t now = __atomic_add_fetch(&current, d, __ATOMIC_RELAXED);
-  int64_t old = __atomic_load_n(&peak, __ATOMIC_RELAXED);
+  int64_t now, old = __atomic_load_n(&peak, __ATOMIC_RELAXED);
   int new_peak = 0;
-  while (now > old) {
-    if (__atomic_compare_exchange_n(&peak, &old, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) { new_peak = 1; break; }
+  if (_hpcmem_single_threaded()) {           /* no other thread: plain loads and stores (heap/single.h) */
+    now = __atomic_load_n(&current, __ATOMIC_RELAXED) + d;
+    __atomic_store_n(&current, now, __ATOMIC_RELAXED);
+    if (now > old) { __atomic_store_n(&peak, now, __ATOMIC_RELAXED); new_peak = 1; }
+  } else {
+    now = __atomic_add_fetch(&current, d, __ATOMIC_RELAXED);
+    while (now > old) {
+      if (__atomic_compare_exchange_n(&peak, &old, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) { new_peak = 1; break; }
+    }
   }
   int64_t priv = now - __atomic_load_n(&_hpcmem_seg_other_live, __ATOMIC_RELAXED);
   int64_t pold = __atomic_load_n(&private_peak, __ATOMIC_RELAXED);
@@ -100,7 +155,9 @@ void _hpcmem_stats_publish(hpcmem_tcache_t *t) {
     __atomic_store_n(&peak_time, ts, __ATOMIC_RELAXED);
     timeline_add(ts, now, 1);
   } else if (timeline_wants(now)) {
-    timeline_add(_hpcmem_prim_now_ns(), now, 0);
+    uint64_t tick = _hpcmem_coarse_now_ns();
+    if (step_allowed(tick)) timeline_add(_hpcmem_prim_now_ns(), now, 0);
+    else pend_store(tick, now);
   }
 }
 
@@ -142,9 +199,9 @@ EXPORT int hpcmem_stats_reset_peak(void) {
   hpcmem_stats(&s);
   __atomic_store_n(&peak, (int64_t)s.current_bytes, __ATOMIC_RELAXED);
   __atomic_store_n(&peak_time, _hpcmem_prim_now_ns(), __ATOMIC_RELAXED);
-  _hpcmem_lock(&timeline_lock);
+  _hpcmem_lock_st(&timeline_lock);
   last_was_peak = 0;            /* the old peak's sample stays in the timeline */
-  _hpcmem_unlock(&timeline_lock);
+  _hpcmem_unlock_st(&timeline_lock);
   return 0;
 }
 
@@ -158,10 +215,11 @@ EXPORT int hpcmem_stats_print(FILE *out, const hpcmem_stats_t *s) {
 
 EXPORT size_t hpcmem_timeline(hpcmem_sample_t *out, size_t max) {
   if (!_hpcmem_ready) _hpcmem_init();
-  _hpcmem_lock(&timeline_lock);
+  _hpcmem_lock_st(&timeline_lock);
+  commit_pending_locked();
   size_t n = timeline_n;
   if (out) memcpy(out, timeline, (n < max ? n : max) * sizeof *out);
-  _hpcmem_unlock(&timeline_lock);
+  _hpcmem_unlock_st(&timeline_lock);
   return n;
 }
 

@@ -1,6 +1,7 @@
 /* Thread-group heaps (see group.h). */
 #include "config.h"
 #include "heap/group.h"
+#include "heap/single.h"
 #include "prim/prim.h"
 #include "util/log.h"
 #include <errno.h>
@@ -186,7 +187,7 @@ static void collect_remote(hpcmem_heap_t *h) {
 unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, void **list, unsigned want) {
   unsigned got = 0;
   void *head = NULL;
-  _hpcmem_lock(&h->lock);
+  _hpcmem_lock_st(&h->lock);
   if (__atomic_load_n(&h->pending, __ATOMIC_RELAXED)) collect_remote(h);
   while (got < want) {
     hpcmem_span_t *s = h->partial[cls];
@@ -205,7 +206,7 @@ unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, void **list, unsign
     s->used += got - before;
     if (!s->free && s->bump == s->capacity) partial_remove(h, s);
   }
-  _hpcmem_unlock(&h->lock);
+  _hpcmem_unlock_st(&h->lock);
   *list = head;
   return got;
 }
@@ -229,13 +230,13 @@ void _hpcmem_span_remote_free(hpcmem_span_t *s, void *p) {
 int _hpcmem_span_holds_free(hpcmem_span_t *s, const void *p) {
   hpcmem_heap_t *h = &_hpcmem_heaps.heap[s->heap];
   int found = 0;
-  _hpcmem_lock(&h->lock);
+  _hpcmem_lock_st(&h->lock);
   unsigned n = 0;
   for (void *q = s->free; q && n <= s->capacity && !found; q = next_of(q), n++) found = q == p;
   n = 0;
   for (void *q = __atomic_load_n(&s->remote, __ATOMIC_ACQUIRE); q && n <= s->capacity && !found; q = next_of(q), n++)
     found = q == p;
-  _hpcmem_unlock(&h->lock);
+  _hpcmem_unlock_st(&h->lock);
   return found;
 }
 
@@ -246,7 +247,7 @@ void _hpcmem_heap_flush(hpcmem_heap_t *mine, void *list, unsigned n, uint64_t *r
     list = next_of(p);
     hpcmem_span_t *s = _hpcmem_span_of(p);
     if (s->heap != mine->index) { _hpcmem_span_remote_free(s, p); (*remote_count)++; continue; }
-    if (!locked) { _hpcmem_lock(&mine->lock); locked = 1; }
+    if (!locked) { _hpcmem_lock_st(&mine->lock); locked = 1; }
     set_next(p, s->free);
     s->free = p;
     s->used--;
@@ -254,7 +255,7 @@ void _hpcmem_heap_flush(hpcmem_heap_t *mine, void *list, unsigned n, uint64_t *r
     if (!s->in_partial) partial_push(mine, s);
     else span_maybe_release(mine, s);
   }
-  if (locked) _hpcmem_unlock(&mine->lock);
+  if (locked) _hpcmem_unlock_st(&mine->lock);
 }
 
 /* ---- direct runs ---- */
@@ -262,19 +263,19 @@ void _hpcmem_heap_flush(hpcmem_heap_t *mine, void *list, unsigned n, uint64_t *r
 void *_hpcmem_heap_run_alloc(hpcmem_heap_t *h, size_t size, size_t align) {
   size_t need = size > align ? size : align;    /* runs are aligned to their own size */
   if (need > ((size_t)1 << (HPCMEM_SLICE_SHIFT - 1))) return NULL;
-  _hpcmem_lock(&h->lock);
+  _hpcmem_lock_st(&h->lock);
   hpcmem_span_t *s = run_new(h, order_for(need), HPCMEM_SPAN_RUN);
   if (s) s->run_size = (size_t)1 << (s->order + _hpcmem_heaps.block_shift);
-  _hpcmem_unlock(&h->lock);
+  _hpcmem_unlock_st(&h->lock);
   return s ? s->start : NULL;
 }
 
 int _hpcmem_heap_run_free(hpcmem_span_t *s, void *p) {
   hpcmem_heap_t *h = &_hpcmem_heaps.heap[s->heap];
-  _hpcmem_lock(&h->lock);
-  if (s->kind != HPCMEM_SPAN_RUN || s->start != (char *)p) { _hpcmem_unlock(&h->lock); return -EINVAL; }
+  _hpcmem_lock_st(&h->lock);
+  if (s->kind != HPCMEM_SPAN_RUN || s->start != (char *)p) { _hpcmem_unlock_st(&h->lock); return -EINVAL; }
   run_release(h, s);
-  _hpcmem_unlock(&h->lock);
+  _hpcmem_unlock_st(&h->lock);
   return 0;
 }
 
@@ -282,7 +283,7 @@ int _hpcmem_heap_run_free(hpcmem_span_t *s, void *p) {
 
 int _hpcmem_heap_check(hpcmem_heap_t *h) {
   int rc = 0;
-  _hpcmem_lock(&h->lock);
+  _hpcmem_lock_st(&h->lock);
   if (_hpcmem_itree_check(&h->tree) < 0) rc = -EFAULT;
   uint64_t free_bytes = 0;
   for (unsigned c = 1; c < HPCMEM_NCLASSES; c++) {
@@ -315,7 +316,7 @@ int _hpcmem_heap_check(hpcmem_heap_t *h) {
                  (unsigned long long)free_bytes, (unsigned long long)h->free_small_bytes);
     rc = -EFAULT;
   }
-  _hpcmem_unlock(&h->lock);
+  _hpcmem_unlock_st(&h->lock);
   return rc;
 }
 

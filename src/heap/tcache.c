@@ -38,7 +38,7 @@ void _hpcmem_tcache_fast_path_off(void) {
   _hpcmem_unlock(&registry_lock);
 }
 
-#define BIN_BYTES (128u << 10)   /* a bin holds about this many bytes at most */
+#define BIN_BYTES (64u << 10)    /* a bin holds about this many bytes at most */
 #define BIN_START (8u << 10)     /* ... and starts with room for this many */
 
 void _hpcmem_tcache_init_process(void) {

@@ -36,7 +36,10 @@ typedef struct hpcmem_tcache {
   hpcmem_bin_t bin[HPCMEM_NCLASSES];
   /* Statistics of this thread, as settled; the exact figures are
    * _hpcmem_tcache_counts().  current bytes = allocated - freed. */
-  uint64_t n_alloc, n_free, b_alloc, b_freed;
+  /* b_alloc and b_freed are not neighbours: the compiler would settle both
+   * with one 16-byte load and store, which cannot take its data from the
+   * slow paths' recent 8-byte stores (a store-forwarding stall every publish) */
+  uint64_t b_alloc, n_alloc, b_freed, n_free;
   uint32_t credit_alloc, credit_free;
   uint32_t slow_alloc, slow_free;  /* slow-path calls in the current sampling period */
   int64_t published;               /* part of (b_alloc - b_freed) already in the process total */

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -75,6 +76,51 @@ TEST(malloc, works_in_a_forked_child) {
   EXPECT_TRUE(WIFEXITED(st));
   EXPECT_EQ(WEXITSTATUS(st), 0);
   for (void *p : keep) free(p);
+}
+
+// A single-threaded process skips the heaps' locks and the statistics'
+// atomics (heap/single.h); a forked child is single-threaded again.  Blocks
+// it made that way must stay consistent once it starts threads that free
+// them and allocate on their own (small and large blocks, both tiers' locks).
+TEST(malloc, single_threaded_work_then_threads) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<void *> mine;
+    for (int i = 0; i < 2000; i++) mine.push_back(malloc(i % 7 == 0 ? (size_t)(i + 1) * 1024 : (size_t)i % 900 + 1));
+    for (int i = 0; i < 2000; i += 3) { free(mine[i]); mine[i] = malloc(300000); }
+    hpcmem_stats_t a;
+    hpcmem_stats(&a);
+    std::atomic<int> bad{0};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 4; t++)
+      ts.emplace_back([&, t] {
+        for (size_t i = t; i < mine.size(); i += 4) free(mine[i]);   // the single-threaded blocks
+        void *ring[64] = {nullptr};
+        for (int i = 0; i < 20000; i++) {
+          void *p = malloc(i % 50 == 0 ? (size_t)(131072 + (i % 7) * 65536) : (size_t)(i % 1000) + 1);
+          if (!p) bad++;
+          free(ring[i % 64]);
+          ring[i % 64] = p;
+        }
+        for (void *p : ring) free(p);
+      });
+    for (auto &t : ts) t.join();
+    hpcmem_stats_t b;
+    hpcmem_stats(&b);
+    // everything made since a is freed again, and so are the blocks a counted
+    // (making and joining the threads allocates a few blocks more)
+    uint64_t na = b.alloc_count - a.alloc_count, nf = b.free_count - a.free_count;
+    int ok = bad == 0 && hpcmem_check() == 0 && b.current_bytes + 1000000 < a.current_bytes &&
+             na >= 80000 && na < 80100 && nf >= 80000 + 2000 && nf < 80000 + 2000 + 100;
+    if (!ok) fprintf(stderr, "bad %d, current %llu -> %llu, allocs +%llu, frees +%llu\n", bad.load(),
+                     (unsigned long long)a.current_bytes, (unsigned long long)b.current_bytes,
+                     (unsigned long long)na, (unsigned long long)nf);
+    _exit(ok ? 0 : 3);
+  }
+  int st = 0;
+  ASSERT_EQ(waitpid(pid, &st, 0), pid);
+  EXPECT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 0);
 }
 
 TEST(malloc, programs_that_dlopen_libraries) {
