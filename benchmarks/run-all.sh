@@ -257,8 +257,8 @@ if wanted minife && [ -x "$builddir/miniapps/minife/minife" ]; then
     echo "relative residual of 1e-10. Every allocator runs the same binary with plain malloc; under"
     echo "libhpcmem it also runs each \`--alloc\` variant. The allocators took turns for $mrounds rounds:"
     echo "best wall time of the solve, its worst round (the spread), and the least CPU time (user +"
-    echo "system of both ranks, which counts the work and not the waiting for other programs on the"
-    echo "machine); (x) against glibc with plain malloc."
+    echo "system of both ranks; it includes the time a rank spins in MPI waiting for the other, so it"
+    echo "grows under load as the wall time does); (x) against glibc with plain malloc."
     echo
     echo '```'
     echo "OMP_NUM_THREADS=1 tests/run-mpi.sh 2 env LD_PRELOAD=<allocator> miniapps/minife/minife $n --alloc=<variant>"

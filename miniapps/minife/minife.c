@@ -210,7 +210,7 @@ int main(int argc, char **argv)
   double t_solve = bench_now() - t0;
   bench_counters_stop(ctr);
   bench_rusage(&ru2);
-  /* CPU seconds of all ranks: steadier than wall time on a shared machine */
+  /* CPU seconds of all ranks (MPI's busy waiting included) */
   double cpu[2] = {ru1.utime + ru1.stime - ru0.utime - ru0.stime, ru2.utime + ru2.stime - ru1.utime - ru1.stime},
          cpu_sum[2];
   MPI_Reduce(cpu, cpu_sum, 2, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
