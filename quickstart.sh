@@ -1,6 +1,6 @@
 #!/bin/sh
 # libhpcmem quick start (Debian 12, as root or with sudo):
-#   ./quickstart.sh run    install the Debian packages, build, run the 4-rank demo
+#   ./quickstart.sh run    install the Debian packages, build, run miniFE on 4 ranks with the memory report
 #   ./quickstart.sh test   install the Debian packages, build, run the whole test suite
 #   ./quickstart.sh deps   only install the Debian packages
 #   ./quickstart.sh build  only build (into ./build)
