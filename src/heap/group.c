@@ -157,9 +157,25 @@ static hpcmem_span_t *span_new(hpcmem_heap_t *h, unsigned cls) {
 }
 
 /* Return an empty span to the tree unless it is the class's last one. */
+/* Empty spans up to this many bytes per heap stay (committed, in their
+ * class's partial list) instead of going back to the tree: giving one back
+ * costs an madvise (with threads on other cores, a TLB shootdown) and its
+ * next use a page fault per page.  Producer/consumer threads emptied and
+ * remade spans hundreds of times a second. */
+#define EMPTY_KEEP ((uint64_t)4 << 20)
+
+static inline uint64_t span_bytes(const hpcmem_span_t *s) {
+  return (uint64_t)1 << (s->order + _hpcmem_heaps.block_shift);
+}
+
+static void span_unkeep(hpcmem_heap_t *h, hpcmem_span_t *s) {
+  if (s->kept) { s->kept = 0; h->empty_bytes -= span_bytes(s); }
+}
+
 static void span_maybe_release(hpcmem_heap_t *h, hpcmem_span_t *s) {
-  if (s->used || !s->in_partial) return;
+  if (s->used || !s->in_partial || s->kept) return;
   if (h->partial[s->cls] == s && !s->next) return;   /* keep one span per class warm */
+  if (h->empty_bytes + span_bytes(s) <= EMPTY_KEEP) { s->kept = 1; h->empty_bytes += span_bytes(s); return; }
   partial_remove(h, s);
   h->free_small_bytes -= (uint64_t)s->bump * s->obj_size;   /* used == 0: every carved object is free */
   run_release(h, s);
@@ -227,6 +243,7 @@ unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, void **list, unsign
       s->bump += fresh;
       got += fresh;
     }
+    if (got > before) span_unkeep(h, s);
     s->used += got - before;
     if (!s->free && s->bump == s->capacity) partial_remove(h, s);
   }

@@ -43,7 +43,8 @@ typedef struct hpcmem_span {
   uint16_t heap;
   uint16_t fast_heap;        /* heap for spans of small objects, HPCMEM_NO_HEAP for direct runs */
   uint8_t pending;           /* on the heap's pending stack */
-  uint8_t pad_[7];
+  uint8_t kept;              /* empty, counted in the heap's empty_bytes instead of given back */
+  uint8_t pad_[6];
   void *free;                /* owner-lock protected; its objects carry the free key */
   void *free_tail;           /* last object of free (when free is not NULL) */
   /* second line */
@@ -63,6 +64,7 @@ typedef struct hpcmem_heap {
   hpcmem_span_t *desc_next, *desc_end;
   uint64_t mapped_bytes;                     /* bytes of runs taken from the tree */
   uint64_t free_small_bytes;                 /* bytes in span free lists (retained) */
+  uint64_t empty_bytes;                      /* bytes of empty spans kept (HPCMEM_EMPTY_KEEP) */
 } hpcmem_heap_t;
 
 typedef struct hpcmem_heaps {
