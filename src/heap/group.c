@@ -157,9 +157,25 @@ static hpcmem_span_t *span_new(hpcmem_heap_t *h, unsigned cls) {
 }
 
 /* Return an empty span to the tree unless it is the class's last one. */
+/* Empty spans up to this many bytes per heap stay (committed, in their
+ * class's partial list) instead of going back to the tree: giving one back
+ * costs an madvise (with threads on other cores, a TLB shootdown) and its
+ * next use a page fault per page.  Producer/consumer threads emptied and
+ * remade spans hundreds of times a second. */
+#define EMPTY_KEEP ((uint64_t)4 << 20)
+
+static inline uint64_t span_bytes(const hpcmem_span_t *s) {
+  return (uint64_t)1 << (s->order + _hpcmem_heaps.block_shift);
+}
+
+static void span_unkeep(hpcmem_heap_t *h, hpcmem_span_t *s) {
+  if (s->kept) { s->kept = 0; h->empty_bytes -= span_bytes(s); }
+}
+
 static void span_maybe_release(hpcmem_heap_t *h, hpcmem_span_t *s) {
-  if (s->used || !s->in_partial) return;
+  if (s->used || !s->in_partial || s->kept) return;
   if (h->partial[s->cls] == s && !s->next) return;   /* keep one span per class warm */
+  if (h->empty_bytes + span_bytes(s) <= EMPTY_KEEP) { s->kept = 1; h->empty_bytes += span_bytes(s); return; }
   partial_remove(h, s);
   h->free_small_bytes -= (uint64_t)s->bump * s->obj_size;   /* used == 0: every carved object is free */
   run_release(h, s);
@@ -175,7 +191,11 @@ static void collect_remote(hpcmem_heap_t *h) {
     unsigned n = 0;
     void *tail = NULL;
     for (void *p = list; p; p = next_of(p)) { n++; tail = p; }
-    if (tail) { set_next(tail, s->free); s->free = list; }
+    if (tail) {
+      if (!s->free) s->free_tail = tail;
+      set_next(tail, s->free);
+      s->free = list;
+    }
     s->used -= n;
     h->free_small_bytes += (uint64_t)n * s->obj_size;
     if (!s->in_partial) partial_push(h, s);
@@ -184,29 +204,64 @@ static void collect_remote(hpcmem_heap_t *h) {
   }
 }
 
-unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, void **list, unsigned want) {
-  unsigned got = 0;
-  void *head = NULL;
+/* Work under the heap lock is kept to O(spans): a span's whole free list
+ * (bump - used objects, from free to free_tail) is taken in one step when
+ * the caller has room for it, fresh objects are reserved as a range.  After
+ * the unlock the lists are joined through their tails and only the fresh
+ * objects are written (link and free key: recycled ones carry both already),
+ * so objects freed by threads on other cores are first touched when malloc
+ * hands them out, not here. */
+#define REFILL_PARTS 16
+unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, void **list, unsigned want, unsigned most) {
+  struct { void *head, *tail; char *fresh; unsigned n; } part[REFILL_PARTS];
+  unsigned got = 0, np = 0;
+  void *head = NULL, *tail = NULL;
+  size_t size = _hpcmem_class_size[cls];
   _hpcmem_lock_st(&h->lock);
   if (__atomic_load_n(&h->pending, __ATOMIC_RELAXED)) collect_remote(h);
-  while (got < want) {
+  while (got < want && np + 2 <= REFILL_PARTS) {
     hpcmem_span_t *s = h->partial[cls];
     if (!s && !(s = span_new(h, cls))) break;
-    unsigned before = got;
-    while (got < want && s->free) {           /* recycled objects first: they are warm */
-      void *p = s->free;
-      s->free = next_of(p);
-      set_next(p, head); head = p; got++;
+    unsigned nfree = s->bump - s->used, before = got;
+    if (nfree && got + nfree <= most) {       /* recycled objects first, the whole list */
+      part[np++] = (typeof(part[0])){s->free, s->free_tail, NULL, nfree};
+      s->free = NULL;
+      got += nfree;
+    } else {
+      while (got < want && s->free) {         /* a long list: take what was asked */
+        void *p = s->free;
+        s->free = next_of(p);
+        if (!tail) tail = p;
+        set_next(p, head); head = p; got++;
+      }
     }
-    h->free_small_bytes -= (uint64_t)(got - before) * s->obj_size;
-    while (got < want && s->bump < s->capacity) {   /* then carve fresh ones, lazily */
-      void *p = s->start + (size_t)s->bump++ * s->obj_size;
-      set_next(p, head); head = p; got++;
+    h->free_small_bytes -= (uint64_t)(got - before) * size;
+    unsigned need = got < want ? want - got : 0, fresh = s->capacity - s->bump;
+    if (fresh > need) fresh = need;           /* then carve fresh ones, lazily */
+    if (fresh) {
+      part[np++] = (typeof(part[0])){NULL, NULL, s->start + (size_t)s->bump * size, fresh};
+      s->bump += fresh;
+      got += fresh;
     }
+    if (got > before) span_unkeep(h, s);
     s->used += got - before;
     if (!s->free && s->bump == s->capacity) partial_remove(h, s);
   }
   _hpcmem_unlock_st(&h->lock);
+  for (unsigned i = 0; i < np; i++) {
+    if (part[i].head) {                       /* the chain goes in front */
+      set_next(part[i].tail, head);
+      if (!tail) tail = part[i].tail;
+      head = part[i].head;
+    } else {
+      for (unsigned k = part[i].n; k-- > 0;) {
+        void *p = part[i].fresh + (size_t)k * size;
+        ((uint64_t *)p)[1] = _hpcmem_free_key;
+        if (!tail) tail = p;
+        set_next(p, head); head = p;
+      }
+    }
+  }
   *list = head;
   return got;
 }
@@ -240,22 +295,45 @@ int _hpcmem_span_holds_free(hpcmem_span_t *s, const void *p) {
   return found;
 }
 
+/* The objects are sorted into per-span chains outside the lock (a batch
+ * comes from a few spans); under the lock each chain is spliced in O(1). */
+#define FLUSH_SPANS 8
+struct flush_group { hpcmem_span_t *s; void *head, *tail; unsigned n; };
+
+static void flush_groups(hpcmem_heap_t *mine, struct flush_group *g, unsigned ng) {
+  _hpcmem_lock_st(&mine->lock);
+  for (unsigned i = 0; i < ng; i++) {
+    hpcmem_span_t *s = g[i].s;
+    if (!s->free) s->free_tail = g[i].tail;
+    set_next(g[i].tail, s->free);
+    s->free = g[i].head;
+    s->used -= g[i].n;
+    mine->free_small_bytes += (uint64_t)g[i].n * s->obj_size;
+    if (!s->in_partial) partial_push(mine, s);
+    else span_maybe_release(mine, s);
+  }
+  _hpcmem_unlock_st(&mine->lock);
+}
+
 void _hpcmem_heap_flush(hpcmem_heap_t *mine, void *list, unsigned n, uint64_t *remote_count) {
-  int locked = 0;
+  struct flush_group g[FLUSH_SPANS];
+  unsigned ng = 0;
   while (list && n--) {
     void *p = list;
     list = next_of(p);
     hpcmem_span_t *s = _hpcmem_span_of(p);
     if (s->heap != mine->index) { _hpcmem_span_remote_free(s, p); (*remote_count)++; continue; }
-    if (!locked) { _hpcmem_lock_st(&mine->lock); locked = 1; }
-    set_next(p, s->free);
-    s->free = p;
-    s->used--;
-    mine->free_small_bytes += s->obj_size;
-    if (!s->in_partial) partial_push(mine, s);
-    else span_maybe_release(mine, s);
+    unsigned i = 0;
+    while (i < ng && g[i].s != s) i++;
+    if (i == ng) {
+      if (ng == FLUSH_SPANS) { flush_groups(mine, g, ng); ng = i = 0; }
+      g[ng++] = (struct flush_group){s, NULL, p, 0};
+    }
+    set_next(p, g[i].head);
+    g[i].head = p;
+    g[i].n++;
   }
-  if (locked) _hpcmem_unlock_st(&mine->lock);
+  if (ng) flush_groups(mine, g, ng);
 }
 
 /* ---- direct runs ---- */
@@ -289,12 +367,18 @@ int _hpcmem_heap_check(hpcmem_heap_t *h) {
   for (unsigned c = 1; c < HPCMEM_NCLASSES; c++) {
     for (hpcmem_span_t *s = h->partial[c], *prev = NULL; s; prev = s, s = s->next) {
       unsigned nfree = 0;
-      for (void *p = s->free; p && nfree <= s->capacity; p = next_of(p)) {
+      void *last = NULL;
+      for (void *p = s->free; p && nfree <= s->capacity; last = p, p = next_of(p)) {
         if (_hpcmem_span_of(p) != s || !_hpcmem_span_is_object(s, p)) {
           _hpcmem_warn("heap %u: free list of span %p holds foreign %p", h->index, (void *)s->start, p);
           rc = -EFAULT; break;
         }
         nfree++;
+      }
+      if (s->free && last != s->free_tail) {
+        _hpcmem_warn("heap %u: span %p: free list ends at %p, its tail says %p", h->index, (void *)s->start,
+                     last, s->free_tail);
+        rc = -EFAULT;
       }
       size_t chunk = (size_t)(s->start - _hpcmem_heaps.base) >> HPCMEM_CHUNK_SHIFT;
       if (_hpcmem_heaps.classmap[chunk] != c) {

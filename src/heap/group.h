@@ -31,23 +31,27 @@
 enum { HPCMEM_SPAN_SMALL = 1, HPCMEM_SPAN_RUN = 2 };
 
 typedef struct hpcmem_span {
+  /* first line: what refills, flushes and the slow free path read */
   char *start;
   uint64_t divmagic;         /* ceil(2^64 / obj_size): divisibility test with one multiply */
   uint32_t obj_size;
   uint32_t capacity;         /* objects in the span */
-  uint32_t used;             /* objects out of the span (with users, in caches, on the remote list) */
+  uint32_t used;             /* objects out of the span (with users, in caches, on the remote list);
+                                the free list holds bump - used objects */
   uint32_t bump;             /* objects carved so far (the rest were never touched) */
   uint8_t cls, kind, order, in_partial;
   uint16_t heap;
-  uint16_t fast_heap;        /* heap for spans of small objects, HPCMEM_NO_HEAP for direct runs:
-                                one compare on the free fast path tests both */
+  uint16_t fast_heap;        /* heap for spans of small objects, HPCMEM_NO_HEAP for direct runs */
   uint8_t pending;           /* on the heap's pending stack */
-  uint8_t pad_;
-  size_t run_size;           /* direct runs: usable size */
-  void *free;                /* owner-lock protected */
+  uint8_t kept;              /* empty, counted in the heap's empty_bytes instead of given back */
+  uint8_t pad_[6];
+  void *free;                /* owner-lock protected; its objects carry the free key */
+  void *free_tail;           /* last object of free (when free is not NULL) */
+  /* second line */
   void *remote;              /* lock-free stack of objects freed by other groups */
+  size_t run_size;           /* direct runs: usable size */
   struct hpcmem_span *next, *prev, *pending_next;
-} hpcmem_span_t;
+} __attribute__((aligned(64))) hpcmem_span_t;
 
 typedef struct hpcmem_heap {
   hpcmem_lock_t lock;
@@ -60,6 +64,7 @@ typedef struct hpcmem_heap {
   hpcmem_span_t *desc_next, *desc_end;
   uint64_t mapped_bytes;                     /* bytes of runs taken from the tree */
   uint64_t free_small_bytes;                 /* bytes in span free lists (retained) */
+  uint64_t empty_bytes;                      /* bytes of empty spans kept (HPCMEM_EMPTY_KEEP) */
 } hpcmem_heap_t;
 
 typedef struct hpcmem_heaps {
@@ -114,9 +119,10 @@ static inline int _hpcmem_class_on_boundary(const hpcmem_class_geom_t *g, uintpt
   return in * g->divmagic < g->divmagic && in < g->limit;
 }
 
-/* Up to `want` objects of class cls from heap h, linked through their first
- * word; returns how many (0: out of memory). */
-unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, void **list, unsigned want);
+/* About `want` objects of class cls from heap h (more, up to `most`, when a
+ * span's whole free list comes cheaper than part of it), linked through
+ * their first word; returns how many (0: out of memory). */
+unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, void **list, unsigned want, unsigned most);
 /* Give back n objects linked through their first word (any spans, any heaps):
  * those of heap `mine` under its lock, the others onto remote lists. */
 void _hpcmem_heap_flush(hpcmem_heap_t *mine, void *list, unsigned n, uint64_t *remote_count);

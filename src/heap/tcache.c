@@ -112,16 +112,16 @@ void *_hpcmem_tcache_refill(hpcmem_tcache_t *t, unsigned cls) {
   void *list;
   unsigned want = b->max / 2 ? b->max / 2 : 1;
   bin_grow(b, cls);
-  unsigned got = _hpcmem_heap_refill(t->heap, cls, &list, want);
+  unsigned most = b->max > want ? b->max : want;    /* the bin is empty: room for max */
+  unsigned got = _hpcmem_heap_refill(t->heap, cls, &list, want, most);
   if (!got) {   /* this group's slice is full: borrow from the other groups */
     for (unsigned i = 1; i < _hpcmem_heaps.count && !got; i++)
-      got = _hpcmem_heap_refill(&_hpcmem_heaps.heap[(t->heap->index + i) % _hpcmem_heaps.count], cls, &list, want);
+      got = _hpcmem_heap_refill(&_hpcmem_heaps.heap[(t->heap->index + i) % _hpcmem_heaps.count], cls, &list, want, most);
     if (!got) return NULL;
   }
   void *p = list;
   b->head = *(void **)p;   /* hand out the first, cache the rest */
-  b->count = (uint16_t)(b->count + got - 1);
-  for (void *q = b->head; q; q = *(void **)q) ((uint64_t *)q)[1] = _hpcmem_free_key;
+  b->count = (uint16_t)(b->count + got - 1);   /* the objects carry the free key (heap refill) */
   return p;
 }
 
