@@ -27,6 +27,6 @@
   X(retained_bytes,    SUM, "bytes held free by the allocator (not given back)") \
   X(decayed_bytes,     SUM, "bytes given back to the OS by decay (madvise)") \
   X(error_count,       SUM, "misuse detected (invalid or double free)") \
-  X(alloc_time_ns,     SUM, "time spent inside the allocator (estimated from 1 call in 64)")
+  X(alloc_time_ns,     SUM, "time spent inside the allocator (estimated from 1 call in 1024)")
 
 #endif
