@@ -30,8 +30,7 @@ while [ $# -gt 0 ]; do
     --tiny) level=tiny ;;
     --builddir) builddir=${2:?--builddir DIR}; shift ;;
     --skip) skip=${2:?--skip LIST}; shift ;;
-    --rounds) rounds=${2:?--rounds N}; shift
-              case $rounds in ''|*[!0-9]*|0) echo "run-all.sh: --rounds wants a positive number" >&2; exit 64 ;; esac ;;
+    --rounds) rounds=${2:?--rounds N}; shift ;;
     -h|--help) usage 0 ;;
     -*) echo "run-all.sh: unknown option $1" >&2; usage ;;
     *) [ -z "$out" ] || usage; out=$1 ;;
@@ -39,20 +38,14 @@ while [ $# -gt 0 ]; do
   shift
 done
 [ -n "$out" ] || usage
-for d in "$builddir" "${top_builddir:-}" "$PWD"; do
-  if [ -n "$d" ] && [ -x "$d/benchmarks/bwamem/bwamem" ]; then builddir=$d; break; fi
-done
-if [ -z "$builddir" ] || [ ! -x "$builddir/benchmarks/bwamem/bwamem" ]; then
-  echo "run-all.sh: no built benchmarks found; run make first or pass --builddir" >&2
-  exit 1
-fi
-builddir=$(cd "$builddir" && pwd)
+. "$src/benchmarks/common/allocators.sh"
+[ -z "$rounds" ] || bench_positive run-all.sh --rounds "$rounds"
+builddir=$(bench_builddir run-all.sh benchmarks/bwamem/bwamem "$builddir" "${top_builddir:-}" "$PWD") || exit 1
 mkdir -p "$out/logs" || exit 1
 out=$(cd "$out" && pwd)
 plot=$src/benchmarks/common/svgplot.py
 have_python=no; command -v python3 >/dev/null 2>&1 && have_python=yes
 wanted() { case ",$skip," in *",$1,"*) return 1 ;; esac; return 0; }
-. "$src/benchmarks/common/allocators.sh"
 bench_allocators "$builddir" > "$out/allocators.txt"
 run_mpi=$builddir/tests/run-mpi.sh
 status=0

@@ -41,19 +41,11 @@ while [ $# -gt 0 ]; do
   shift
 done
 [ -n "$out" ] || usage
-case $reps in ''|*[!0-9]*|0) echo "run.sh: --reps wants a positive number" >&2; exit 64 ;; esac
-
-has_progs() { [ -x "$1/benchmarks/alloc/alloc_sizes" ]; }
-if [ -z "$builddir" ]; then
-  for d in "${top_builddir:-}" "$PWD" "$here/../.."; do
-    if [ -n "$d" ] && has_progs "$d"; then builddir=$d; break; fi
-  done
-fi
-if [ -z "$builddir" ] || ! has_progs "$builddir"; then
-  echo "run.sh: no built benchmarks/alloc/alloc_sizes found; build first (make) or pass --builddir" >&2
-  exit 1
-fi
-builddir=$(cd "$builddir" && pwd)
+. "$here/../common/allocators.sh"
+bench_positive run.sh --reps "$reps"
+prog=benchmarks/alloc/alloc_sizes
+if [ -n "$builddir" ]; then builddir=$(bench_builddir run.sh $prog "$builddir") || exit 1
+else builddir=$(bench_builddir run.sh $prog "${top_builddir:-}" "$PWD" "$here/../..") || exit 1; fi
 bin=$builddir/benchmarks/alloc
 mkdir -p "$out/logs" "$out/work" || exit 1
 out=$(cd "$out" && pwd)
@@ -61,7 +53,6 @@ out=$(cd "$out" && pwd)
 # ---------------------------------------------------------------- allocators
 # the peers and libhpcmem as every runner finds them (benchmarks/common/allocators.sh);
 # "glibc" there is "system" here
-. "$here/../common/allocators.sh"
 all_allocs="system jemalloc tcmalloc mimalloc libhpcmem"
 : > "$out/allocators.csv"
 bench_allocators "$builddir" > "$out/allocators.found"

@@ -44,18 +44,11 @@ done
 [ -n "$out" ] || usage
 case $level in full) scale=1; r=3 ;; quick) scale=0.15; r=2 ;; tiny) scale=0.02; r=1 ;; esac
 reps=${reps:-$r}
-case $reps in ''|*[!0-9]*|0) echo "run.sh: --reps wants a positive number" >&2; exit 64 ;; esac
-for d in "$builddir" "${top_builddir:-}" "$PWD"; do
-  if [ -n "$d" ] && [ -x "$d/benchmarks/bwamem/bwamem" ]; then builddir=$d; break; fi
-done
-if [ -z "$builddir" ] || [ ! -x "$builddir/benchmarks/bwamem/bwamem" ]; then
-  echo "run.sh: no built benchmarks/bwamem/bwamem; build first (make) or pass --builddir" >&2
-  exit 1
-fi
-builddir=$(cd "$builddir" && pwd)
+. "$src/benchmarks/common/allocators.sh"
+bench_positive run.sh --reps "$reps"
+builddir=$(bench_builddir run.sh benchmarks/bwamem/bwamem "$builddir" "${top_builddir:-}" "$PWD") || exit 1
 mkdir -p "$out/logs" "$out/data" || exit 1
 out=$(cd "$out" && pwd)
-. "$src/benchmarks/common/allocators.sh"
 
 bench_allocators "$builddir" > "$out/allocators.txt"
 if [ -n "$allocs" ]; then

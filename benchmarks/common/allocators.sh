@@ -1,11 +1,27 @@
-# Sourced by the benchmark runners: which allocators can be preloaded here.
+# Sourced by the benchmark runners: which allocators can be preloaded here,
+# and the checks every runner makes of its command line.
 #   . benchmarks/common/allocators.sh
 #   bench_allocators BUILDDIR     prints "name|library|status" per allocator
+#   bench_builddir RUNNER PROG DIR...  the first DIR holding the built PROG, absolute
+#   bench_positive RUNNER OPTION VALUE exit 64 unless VALUE is a positive number
 # status is "ok" or why the allocator cannot run (not installed, not built).
 # The same binary runs under each one through LD_PRELOAD; "glibc" has none.
 # Environment: JEMALLOC_LIB, TCMALLOC_LIB, MIMALLOC_LIB, LIBHPCMEM override
 # where the libraries are looked for (HPCMEM_LIB is accepted for LIBHPCMEM, but
 # callers should unset it: libhpcmem warns about HPCMEM_* names it does not know).
+
+bench_builddir() {
+  _runner=$1 _prog=$2; shift 2
+  for _d in "$@"; do
+    if [ -n "$_d" ] && [ -x "$_d/$_prog" ]; then (cd "$_d" && pwd); return 0; fi
+  done
+  echo "$_runner: no built $_prog found; build first (make) or pass --builddir" >&2
+  return 1
+}
+
+bench_positive() {
+  case $3 in ''|*[!0-9]*|0) echo "$1: $2 wants a positive number" >&2; exit 64 ;; esac
+}
 
 bench_ldcache() { /sbin/ldconfig -p 2>/dev/null | awk -v n="$1" '$1 == n { print $NF; exit }'; }
 bench_first_file() {
