@@ -208,17 +208,11 @@ static void *alloc_slow(hpcmem_tcache_t *t, size_t n, size_t align, int zeroed);
  * when the segment can serve (the shared one exists only after MPI_Init),
  * else in the private segment. */
 static void *alloc_routed(hpcmem_tcache_t *t, size_t n, size_t align, int zeroed) {
-  size_t usable = 0;
   if (n > (size_t)PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
   if (_hpcmem_seg_ready(_hpcmem_default_seg) < 0) return alloc_slow(t, n, align, zeroed);
   int saved = errno;
-  void *p = _hpcmem_seg_alloc(_hpcmem_default_seg, n, align, zeroed, &usable);
+  void *p = _hpcmem_seg_alloc_for(t, _hpcmem_default_seg, n, align, zeroed);
   if (!p) { errno = saved; return alloc_slow(t, n, align, zeroed); }   /* full: private memory */
-  t->n_alloc++;
-  t->b_alloc += usable;
-  t->st.large_alloc_count++;
-  if (n > t->st.largest_alloc) t->st.largest_alloc = n;
-  _hpcmem_stats_maybe_publish(t);
   return p;
 }
 
@@ -479,12 +473,8 @@ static void *realloc_in_segment(hpcmem_tcache_t *t, hpcmem_segment_t *seg, void 
     _hpcmem_stats_maybe_publish(t);
     return p;
   }
-  size_t usable = 0;
-  void *q = _hpcmem_seg_alloc(seg->id, n, 0, 0, &usable);
+  void *q = _hpcmem_seg_alloc_for(t, seg->id, n, 0, 0);
   if (!q) return NULL;                                /* p is left untouched */
-  t->n_alloc++;
-  t->b_alloc += usable;
-  t->st.large_alloc_count++;
   memcpy(q, p, old < n ? old : n);
   free(p);
   return q;

@@ -21,6 +21,9 @@ extern int _hpcmem_default_seg;
 /* An allocation in the private segment whatever the default (memset when
  * zero), counted for thread t; NULL with errno. */
 void *_hpcmem_alloc_private(hpcmem_tcache_t *t, size_t n, size_t align, int zero);
+/* An allocation in segment seg (interleaved or shared), counted for thread t
+ * as every allocation is; NULL with errno (segment_api.c). */
+void *_hpcmem_seg_alloc_for(hpcmem_tcache_t *t, int seg, size_t n, size_t align, int zero);
 /* free() of a block of the interleaved or shared segment s: 0, or -1 with
  * *why saying what is wrong with p (the caller reports it). */
 struct hpcmem_segment;

@@ -47,6 +47,19 @@ static void explain(int seg, int err) {
                  "or the process was forked from the one that owns it); requests fail with ENODEV", seg_names[seg]);
 }
 
+void *_hpcmem_seg_alloc_for(hpcmem_tcache_t *t, int seg, size_t n, size_t align, int zero) {
+  size_t usable = 0;
+  if (n > (size_t)PTRDIFF_MAX) { errno = ENOMEM; return NULL; }   /* as glibc */
+  void *p = _hpcmem_seg_alloc(seg, n, align, zero, &usable);
+  if (!p) return NULL;
+  t->n_alloc++;
+  t->b_alloc += usable;
+  t->st.large_alloc_count++;   /* the segment's SWAlloc tier */
+  if (n > t->st.largest_alloc) t->st.largest_alloc = n;
+  _hpcmem_stats_maybe_publish(t);
+  return p;
+}
+
 /* An allocation of the API in segment seg (resolved), counted for the thread. */
 static void *seg_alloc(int seg, size_t n, size_t align, int zero, int kind) {
   hpcmem_tcache_t *t = _hpcmem_thread_cache();
@@ -54,16 +67,9 @@ static void *seg_alloc(int seg, size_t n, size_t align, int zero, int kind) {
   void *p;
   if (seg == HPCMEM_SEG_PRIVATE) {
     p = _hpcmem_alloc_private(t, n, align > 16 ? align : 0, zero);
-  } else {
-    size_t usable = 0;
-    if (n > (size_t)PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
-    p = _hpcmem_seg_alloc(seg, n, align, zero, &usable);
-    if (!p) { explain(seg, errno); return NULL; }
-    t->n_alloc++;
-    t->b_alloc += usable;
-    t->st.large_alloc_count++;
-    if (n > t->st.largest_alloc) t->st.largest_alloc = n;
-    _hpcmem_stats_maybe_publish(t);
+  } else if (!(p = _hpcmem_seg_alloc_for(t, seg, n, align, zero))) {
+    explain(seg, errno);
+    return NULL;
   }
   if (HPCMEM_UNLIKELY(_hpcmem_trace_enabled) && p && !t->in_call) _hpcmem_trace_event(kind, p, n, NULL, align);
   return p;
