@@ -478,6 +478,13 @@ static size_t str_index(hmt_map_t *m, char ***names, size_t *n, const char *name
   return (size_t)(*v = (*n)++);
 }
 
+/* Give back a str_index table and its names. */
+static void str_index_free(hmt_map_t *m, char **names, size_t n) {
+  for (size_t j = 0; j < n; j++) free(names[j]);
+  free(names);
+  hmt_map_free(m);
+}
+
 /* Which stacks matter enough to symbolise: anything at a peak, anything
  * leaked, and (for --collapse-wrappers) everything allocated. */
 static int interesting(const rpt_t *R, const rpt_proc_t *P, const rpt_stack_t *s) {
@@ -536,8 +543,9 @@ static void attribute(rpt_t *R) {
         if (ws[w].sites.count == 1 && ws[w].callers.count >= 2) { s->attr++; changed = 1; }
       }
     }
-    for (size_t w = 0; w < nn; w++) { hmt_map_free(&ws[w].sites); hmt_map_free(&ws[w].callers); free(names[w]); }
-    free(ws); free(names); hmt_map_free(&idx);
+    for (size_t w = 0; w < nn; w++) { hmt_map_free(&ws[w].sites); hmt_map_free(&ws[w].callers); }
+    free(ws);
+    str_index_free(&idx, names, nn);
     if (!changed) break;
   }
 }
@@ -589,9 +597,7 @@ rpt_agg_t *rpt_aggregate(rpt_t *R, rpt_proc_t *only, int by_library, int which, 
       a[j].count += cnt;
     }
   }
-  for (size_t j = 0; j < nn; j++) free(names[j]);
-  free(names);
-  hmt_map_free(&idx);
+  str_index_free(&idx, names, nn);
   if (nn) qsort(a, nn, sizeof *a, cmp_agg);
   *n = nn;
   return a;
@@ -669,9 +675,7 @@ rpt_group_t *rpt_stack_groups(rpt_t *R, rpt_proc_t *only, int which, size_t *n) 
     }
   }
   free(key);
-  for (size_t j = 0; j < nn; j++) free(names[j]);
-  free(names);
-  hmt_map_free(&idx);
+  str_index_free(&idx, names, nn);
   if (nn) qsort(g, nn, sizeof *g, cmp_group);
   *n = nn;
   return g;
