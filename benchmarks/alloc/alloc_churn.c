@@ -18,21 +18,16 @@ int main(int argc, char **argv)
 {
     uint64_t min = 8, max = 1024, live = 10000, ops = 20000000, seed = 42;
     int corrupt = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--corrupt") == 0) { corrupt = 1; continue; }
-        if (v == NULL)
-            bench_usage_error("%s: missing value or unknown option\nusage: %s [--min S] "
-                              "[--max S] [--live N] [--ops N] [--seed S] [--corrupt]",
-                              a, argv[0]);
+    struct bench_args args = { argc, argv, 1, &corrupt,
+                               "[--min S] [--max S] [--live N] [--ops N] [--seed S] [--corrupt]" };
+    const char *a, *v;
+    while ((a = bench_next_option(&args, &v)) != NULL) {
         if (strcmp(a, "--min") == 0) min = bench_parse_size(a, v);
         else if (strcmp(a, "--max") == 0) max = bench_parse_size(a, v);
         else if (strcmp(a, "--live") == 0) live = bench_parse_count(a, v);
         else if (strcmp(a, "--ops") == 0) ops = bench_parse_count(a, v);
         else if (strcmp(a, "--seed") == 0) seed = bench_parse_count(a, v);
-        else bench_usage_error("unknown option '%s'", a);
-        i++;
+        else bench_unknown_option(a);
     }
     if (min == 0 || min > max || max > (1u << 30))
         bench_usage_error("sizes: need 1 <= --min <= --max <= 1G");

@@ -37,23 +37,16 @@ static void parse(int argc, char **argv, struct opts *o)
     o->seed = 42;
     o->touch_ends = 0;
     o->corrupt = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--corrupt") == 0) { o->corrupt = 1; continue; }
-        if (v == NULL)
-            bench_usage_error("%s: missing value or unknown option", a);
+    struct bench_args args = { argc, argv, 1, &o->corrupt, NULL };
+    const char *a, *v;
+    while ((a = bench_next_option(&args, &v)) != NULL) {
         if (strcmp(a, "--n") == 0) o->n = bench_parse_count(a, v);
         else if (strcmp(a, "--pairs") == 0) o->pairs = bench_parse_count(a, v);
         else if (strcmp(a, "--min-size") == 0) o->min_size = bench_parse_size(a, v);
         else if (strcmp(a, "--max-size") == 0) o->max_size = bench_parse_size(a, v);
         else if (strcmp(a, "--seed") == 0) o->seed = bench_parse_count(a, v);
-        else if (strcmp(a, "--touch") == 0) {
-            if (strcmp(v, "none") == 0) o->touch_ends = 0;
-            else if (strcmp(v, "ends") == 0) o->touch_ends = 1;
-            else bench_usage_error("--touch: none or ends, not '%s'", v);
-        } else bench_usage_error("unknown option '%s'", a);
-        i++;
+        else if (strcmp(a, "--touch") == 0) o->touch_ends = bench_parse_choice(a, v, "none", "ends");
+        else bench_unknown_option(a);
     }
     if (o->n == 0 || o->n > (1u << 24))
         bench_usage_error("usage: %s --n N (1..16M) [--pairs P] [--min-size S] [--max-size S] "

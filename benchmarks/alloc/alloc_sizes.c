@@ -32,16 +32,11 @@ static void parse(int argc, char **argv, struct opts *o)
     o->max = 128ull << 20;
     o->factor = 2;
     o->corrupt = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--corrupt") == 0) { o->corrupt = 1; continue; }
-        if (v == NULL)
-            bench_usage_error("%s: missing value or unknown option", a);
+    struct bench_args args = { argc, argv, 1, &o->corrupt, NULL };
+    const char *a, *v;
+    while ((a = bench_next_option(&args, &v)) != NULL) {
         if (strcmp(a, "--mode") == 0) {
-            if (strcmp(v, "touch") == 0) o->touch = 1;
-            else if (strcmp(v, "notouch") == 0) o->touch = 0;
-            else bench_usage_error("--mode: touch or notouch, not '%s'", v);
+            o->touch = bench_parse_choice(a, v, "touch", "notouch") == 0;
             have_mode = 1;
         } else if (strcmp(a, "--rounds") == 0) {
             uint64_t r = bench_parse_count(a, v);
@@ -54,9 +49,8 @@ static void parse(int argc, char **argv, struct opts *o)
         } else if (strcmp(a, "--factor") == 0) {
             o->factor = bench_parse_count(a, v);
         } else {
-            bench_usage_error("unknown option '%s'", a);
+            bench_unknown_option(a);
         }
-        i++;
     }
     if (!have_mode)
         bench_usage_error("usage: %s --mode touch|notouch [--rounds N] [--min S] [--max S] "

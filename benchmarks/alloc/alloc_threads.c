@@ -181,16 +181,11 @@ static void parse(int argc, char **argv, struct opts *o)
     int have_mode = 0;
     *o = (struct opts){ .threads = 1, .ops = 8000000, .min = 8, .max = 1024, .live = 1000,
                         .queue = 1024, .seed = 42, .trials = 1 };
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--corrupt") == 0) { o->corrupt = 1; continue; }
-        if (v == NULL)
-            bench_usage_error("%s: missing value or unknown option", a);
+    struct bench_args args = { argc, argv, 1, &o->corrupt, NULL };
+    const char *a, *v;
+    while ((a = bench_next_option(&args, &v)) != NULL) {
         if (strcmp(a, "--mode") == 0) {
-            if (strcmp(v, "xfree") == 0) o->xfree = 1;
-            else if (strcmp(v, "local") == 0) o->xfree = 0;
-            else bench_usage_error("--mode: xfree or local, not '%s'", v);
+            o->xfree = bench_parse_choice(a, v, "xfree", "local") == 0;
             have_mode = 1;
         } else if (strcmp(a, "--threads") == 0) o->threads = (unsigned)bench_parse_count(a, v);
         else if (strcmp(a, "--ops") == 0) o->ops = bench_parse_count(a, v);
@@ -200,8 +195,7 @@ static void parse(int argc, char **argv, struct opts *o)
         else if (strcmp(a, "--queue") == 0) o->queue = bench_parse_count(a, v);
         else if (strcmp(a, "--seed") == 0) o->seed = bench_parse_count(a, v);
         else if (strcmp(a, "--trials") == 0) o->trials = (unsigned)bench_parse_count(a, v);
-        else bench_usage_error("unknown option '%s'", a);
-        i++;
+        else bench_unknown_option(a);
     }
     if (o->trials == 0 || o->trials > 100)
         bench_usage_error("--trials: 1..100");

@@ -171,6 +171,60 @@ static inline uint64_t bench_parse_count(const char *opt, const char *s)
     return bench_parse_size(opt, s);
 }
 
+/* The word options (--mode, --touch) have two values: 0 for `first`, 1 for
+ * `second`. */
+static inline int bench_parse_choice(const char *opt, const char *s,
+                                     const char *first, const char *second)
+{
+    if (strcmp(s, first) == 0)
+        return 0;
+    if (strcmp(s, second) == 0)
+        return 1;
+    bench_usage_error("%s: %s or %s, not '%s'", opt, first, second, s);
+}
+
+/* The command line every program takes: "--corrupt" stands alone (damage a
+ * block on purpose, for smoke.sh), every other option takes the next argument
+ * as its value.  Walk it with
+ *     struct bench_args args = { argc, argv, 1, &o->corrupt, NULL };
+ *     while ((a = bench_next_option(&args, &v)) != NULL) ...
+ * `usage`, when not NULL, is the option list printed after the program's name
+ * when an option lacks its value. */
+struct bench_args {
+    int argc;
+    char **argv;
+    int next;
+    int *corrupt;
+    const char *usage;
+};
+
+/* The next option's name, its value in *value; NULL after the last one. */
+static inline const char *bench_next_option(struct bench_args *args, const char **value)
+{
+    while (args->next < args->argc) {
+        const char *a = args->argv[args->next++];
+        if (strcmp(a, "--corrupt") == 0) {
+            *args->corrupt = 1;
+            continue;
+        }
+        if (args->next >= args->argc) {
+            if (args->usage != NULL)
+                bench_usage_error("%s: missing value or unknown option\nusage: %s %s",
+                                  a, args->argv[0], args->usage);
+            bench_usage_error("%s: missing value or unknown option", a);
+        }
+        *value = args->argv[args->next++];
+        return a;
+    }
+    return NULL;
+}
+
+__attribute__((noreturn))
+static inline void bench_unknown_option(const char *opt)
+{
+    bench_usage_error("unknown option '%s'", opt);
+}
+
 /* Which object really serves malloc: lets run.sh prove that LD_PRELOAD took
  * effect instead of silently measuring the C library twice.  Must be the
  * program's first output. */
