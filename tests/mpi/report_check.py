@@ -20,21 +20,13 @@ test's own bookkeeping hold besides the known allocations.
       a process without MPI
 """
 import argparse
-import json
 import math
+import os
 import sys
 
-MIB = 1 << 20
-failures = 0
-
-
-def result(suite, case, ok, reason=""):
-    global failures
-    if ok:
-        print(f"[       OK ] {suite}.{case}")
-    else:
-        failures += 1
-        print(f"[  FAILED  ] {suite}.{case} ({reason})")
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from report_checks import MIB, hwm_outside, load, node_sums_wrong, result, run  # noqa: E402
 
 
 def close(a, b, rel=1e-9, absolute=1e-6):
@@ -71,7 +63,7 @@ def check_fields_consistent(s, d):
 
 
 def check_job(a):
-    d = json.load(open(a.file))
+    d = load(a.file)
     s, np_, o = a.suite, a.np, a.overhead_mib * MIB
     want = [(r + 1) * a.mib * MIB for r in range(np_)]
     check_schema(s, d, True)
@@ -81,8 +73,8 @@ def check_job(a):
            f"job ranks {job['ranks']}, records {len(d['ranks'])}")
     ranks = sorted(d["ranks"], key=lambda r: r["rank"])
     hwm = [r["peak_bytes"] for r in ranks]
-    bad = [(r, hwm[r], want[r]) for r in range(np_) if not (want[r] <= hwm[r] <= want[r] + o)]
-    result(s, "hwm_per_rank", not bad, f"(rank, hwm, allocated) outside [allocated, +{a.overhead_mib} MiB]: {bad}")
+    bad = hwm_outside({r["rank"]: r for r in ranks}, want, o)
+    result(s, "hwm_per_rank", not bad, f"outside [allocated, +{a.overhead_mib} MiB]: {'; '.join(bad)}")
     h = job["hwm"]
     result(s, "min_max_ranks", h["min_rank"] == 0 and h["max_rank"] == np_ - 1 and
            h["min"] == hwm[0] and h["max"] == hwm[-1],
@@ -107,16 +99,8 @@ def check_job(a):
         len(set(n["host"] for n in nodes)) == a.nodes
     result(s, "node_ranks", shape,
            f"nodes {[(n['node'], n['host'], n['ranks']) for n in nodes]}, want {groups}")
-    bad = []
-    for n, g in zip(nodes, groups):
-        members = [ranks[r] for r in g if r < np_]
-        for name in d["fields"]:
-            if n["sum"][name] != sum(m[name] for m in members) or n["max"][name] != max(m[name] for m in members):
-                bad.append((n["node"], name))
-        if n["hwm_sum_bytes"] != sum(m["peak_bytes"] for m in members) or \
-           n["hwm"]["max"] != max(m["peak_bytes"] for m in members):
-            bad.append((n["node"], "hwm"))
-    result(s, "node_sums", shape and not bad, f"(node, field) not the sum/max of its ranks: {bad[:6]}")
+    bad = node_sums_wrong(d, {r["rank"]: r for r in ranks})
+    result(s, "node_sums", shape and not bad, "; ".join(bad[:4]))
     if shape:
         peaks = [n["peak_bytes"] for n in nodes]
         held = [sum(want[r] for r in g) for g in groups]
@@ -159,7 +143,7 @@ def check_job(a):
 
 
 def check_rank(a):
-    d = json.load(open(a.file))
+    d = load(a.file)
     s, o = a.suite, a.overhead_mib * MIB
     want = (a.rank + 1) * a.mib * MIB
     check_schema(s, d, False)
@@ -175,7 +159,7 @@ def check_rank(a):
 
 
 def check_lone(a):
-    d = json.load(open(a.file))
+    d = load(a.file)
     s, o = a.suite, a.overhead_mib * MIB
     check_schema(s, d, True)
     r = d["ranks"][0] if len(d["ranks"]) == 1 else {}
@@ -208,12 +192,7 @@ def main():
     p.add_argument("--signal", type=int)
     p.add_argument("--peak-mib", type=int, default=0)
     p.add_argument("--live-mib", type=int, default=0)
-    a = p.parse_args()
-    try:
-        {"job": check_job, "rank": check_rank, "lone": check_lone}[a.what](a)
-    except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
-        result(a.suite, "parse", False, f"{a.file}: {type(e).__name__}: {e}")
-    sys.exit(1 if failures else 0)
+    run(p, {"job": check_job, "rank": check_rank, "lone": check_lone})
 
 
 if __name__ == "__main__":

@@ -17,20 +17,12 @@ the rank), the simulated host names from the harness.
       the report of miniapps/demo (rank r needs r+1 units of memory)
 """
 import argparse
-import json
+import os
 import sys
 
-MIB = 1 << 20
-failures = 0
-
-
-def result(suite, case, ok, reason=""):
-    global failures
-    if ok:
-        print(f"[       OK ] {suite}.{case}")
-    else:
-        failures += 1
-        print(f"[  FAILED  ] {suite}.{case} ({reason})")
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from report_checks import MIB, hwm_outside, load, node_sums_wrong, result, run  # noqa: E402
 
 
 def amounts(spec, n):
@@ -51,7 +43,7 @@ def rank_hosts(out):
 
 def check_job(a):
     s = a.suite
-    d = json.load(open(a.file))
+    d = load(a.file)
     sim = a.hosts.split(",")
     where = rank_hosts(a.out)
     ranks = {r["rank"]: r for r in d["ranks"]}
@@ -73,24 +65,11 @@ def check_job(a):
            f"job.nodes {d['job']['nodes']}, nodes {got}, expected {expect}")
 
     # every rank's high-water mark: what it allocated plus MPI's and libc's share
-    bad = [f"rank {r}: {ranks[r]['peak_bytes']} for {want[r]}" for r in range(n)
-           if r not in ranks or not want[r] <= ranks[r]["peak_bytes"] <= want[r] + o]
+    bad = hwm_outside(ranks, want, o)
     result(s, "rank_hwm", not bad, "; ".join(bad))
 
     # per-node sums: each field summed (and maximised) over exactly the node's ranks
-    bad = []
-    for nd in nodes:
-        mine = [ranks[r] for r in nd["ranks"]]
-        if nd["nranks"] != len(mine):
-            bad.append(f"node {nd['host']}: nranks {nd['nranks']}")
-        for f in d["fields"]:
-            if nd["sum"][f] != sum(r[f] for r in mine):
-                bad.append(f"node {nd['host']}: sum {f} {nd['sum'][f]}")
-            if nd["max"][f] != max(r[f] for r in mine):
-                bad.append(f"node {nd['host']}: max {f} {nd['max'][f]}")
-        hw = sum(r["peak_bytes"] for r in mine)
-        if nd["hwm_sum_bytes"] != hw or nd["hwm"]["sum"] != hw or nd["hwm"]["n"] != len(mine):
-            bad.append(f"node {nd['host']}: hwm_sum_bytes {nd['hwm_sum_bytes']}, ranks' sum {hw}")
+    bad = node_sums_wrong(d, ranks)
     result(s, "node_sums", not bad, "; ".join(bad[:4]))
 
     # ... and they are the memory the node's ranks allocated (held together,
@@ -119,7 +98,7 @@ def check_job(a):
 
 def check_trace(a):
     s = a.suite
-    d = json.load(open(a.file))
+    d = load(a.file)
     sim = a.hosts.split(",")
     where = rank_hosts(a.out)
     n = len(where)
@@ -132,8 +111,7 @@ def check_trace(a):
            f"complete {d['complete']}, ranks {sorted(ranks)}")
     bad = [f"rank {r}: {ranks[r]['host']} ran on {where[r]}" for r in ranks if ranks[r]["host"] != where.get(r)]
     result(s, "rank_hosts", not bad and set(r["host"] for r in ranks.values()) == set(sim), "; ".join(bad))
-    bad = [f"rank {r}: {ranks[r]['hwm_bytes']} for {want[r]}" for r in range(n)
-           if r not in ranks or not want[r] <= ranks[r]["hwm_bytes"] <= want[r] + o]
+    bad = hwm_outside(ranks, want, o, key="hwm_bytes")
     result(s, "rank_hwm", not bad, "; ".join(bad))
     heavy = max(range(n), key=lambda r: want[r])
     light = min(range(n), key=lambda r: want[r])
@@ -148,7 +126,7 @@ def check_trace(a):
 
 def check_demo(a):
     s = a.suite
-    d = json.load(open(a.file))
+    d = load(a.file)
     sim = a.hosts.split(",")
     k = a.ranks_per_host
     nodes = {nd["host"]: sorted(nd["ranks"]) for nd in d["nodes"]}
@@ -173,12 +151,7 @@ def main():
     p.add_argument("--hosts", required=True)
     p.add_argument("--jobid")
     p.add_argument("--ranks-per-host", type=int, default=2)
-    a = p.parse_args()
-    try:
-        {"job": check_job, "trace": check_trace, "demo": check_demo}[a.what](a)
-    except (OSError, ValueError, KeyError, TypeError, IndexError) as e:
-        result(a.suite, "readable", False, f"{type(e).__name__}: {e}")
-    sys.exit(1 if failures else 0)
+    run(p, {"job": check_job, "trace": check_trace, "demo": check_demo})
 
 
 if __name__ == "__main__":
