@@ -48,10 +48,31 @@ static uint64_t hosts(const rpt_t *R) {
   return n;
 }
 
-static void print_agg(FILE *out, rpt_agg_t *a, size_t n, int top, int64_t total, const char *what) {
+/* Over all ranks: the sum of their high-water marks, and what they still
+ * held at the end (bytes, blocks). */
+static void job_totals(const rpt_t *R, int64_t *sum_peaks, int64_t *live, int64_t *live_n) {
+  *sum_peaks = *live = *live_n = 0;
+  for (size_t i = 0; i < R->np; i++) {
+    *sum_peaks += R->p[i].peak;
+    *live += R->p[i].cur;
+    *live_n += (int64_t)R->p[i].live.count;
+  }
+}
+
+/* When a peak (or the job's) was reached, in seconds; 0 before any memory. */
+static double peak_seconds(const rpt_t *R, int64_t peak, uint64_t t) {
+  return peak > 0 ? rpt_seconds(R, t) : 0.0;
+}
+
+/* One breakdown (rpt_aggregate: by function or library, of one rank or of
+ * all, at a peak or live at the end) as a table of at most --top rows. */
+static void print_breakdown(FILE *out, rpt_t *R, rpt_proc_t *only, int by_library, int which, int64_t total,
+                            const char *what) {
+  size_t n;
+  rpt_agg_t *a = rpt_aggregate(R, only, by_library, which, &n);
   char b[32];
   fprintf(out, "  %12s %6s %10s  %s\n", "bytes", "%", "allocs", what);
-  for (size_t i = 0; i < n && (int)i < top; i++) {
+  for (size_t i = 0; i < n && (int)i < R->o.top; i++) {
     if (a[i].bytes <= 0) break;
     char name[600];
     if (a[i].file) snprintf(name, sizeof name, "%s (%s)", a[i].name, base_name(a[i].file));
@@ -59,6 +80,7 @@ static void print_agg(FILE *out, rpt_agg_t *a, size_t n, int top, int64_t total,
     fprintf(out, "  %12s %5.1f%% %10lld  %s\n", rpt_bytes((double)a[i].bytes, b, sizeof b),
             total ? 100.0 * (double)a[i].bytes / (double)total : 0.0, (long long)a[i].count, name);
   }
+  rpt_agg_free(a, n);
 }
 
 static void print_stacks(FILE *out, rpt_t *R, rpt_proc_t *only, int which, int64_t total) {
@@ -184,10 +206,10 @@ void rpt_print_text(rpt_t *R, FILE *out) {
   free(byrank);
 
   /* the job */
-  int64_t sum_peaks = 0;
-  for (size_t i = 0; i < R->np; i++) sum_peaks += R->p[i].peak;
+  int64_t sum_peaks, live, live_n;
+  job_totals(R, &sum_peaks, &live, &live_n);
   fprintf(out, "\nJob: peak of the sum %s at %.3f s; the sum of the rank peaks is %s", rpt_bytes((double)R->peak, b1, sizeof b1),
-          R->peak > 0 ? rpt_seconds(R, R->peak_t) : 0.0, rpt_bytes((double)sum_peaks, b2, sizeof b2));
+          peak_seconds(R, R->peak, R->peak_t), rpt_bytes((double)sum_peaks, b2, sizeof b2));
   if (sum_peaks > R->peak) fprintf(out, " (the ranks peak at different times)");
   fprintf(out, "\n");
 
@@ -219,26 +241,18 @@ void rpt_print_text(rpt_t *R, FILE *out) {
     rpt_proc_t *P = &R->p[i];
     const char *why = R->np == 1 ? "" : i == imax ? " (largest high-water mark)" : i == imin ? " (smallest high-water mark)" : "";
     fprintf(out, "\nRank %s at its peak, %s at %.3f s%s\n", rpt_proc_label(R, P, lab, sizeof lab),
-            rpt_bytes((double)P->peak, b1, sizeof b1), P->peak > 0 ? rpt_seconds(R, P->peak_t) : 0.0, why);
-    size_t n;
-    rpt_agg_t *a = rpt_aggregate(R, P, 0, 0, &n);
+            rpt_bytes((double)P->peak, b1, sizeof b1), peak_seconds(R, P->peak, P->peak_t), why);
     fprintf(out, " by function (top %d)%s:\n", R->o.top, R->o.collapse ? ", wrappers collapsed" : "");
-    print_agg(out, a, n, R->o.top, P->peak, "function");
-    rpt_agg_free(a, n);
-    a = rpt_aggregate(R, P, 1, 0, &n);
+    print_breakdown(out, R, P, 0, 0, P->peak, "function");
     fprintf(out, " by library:\n");
-    print_agg(out, a, n, R->o.top, P->peak, "object");
-    rpt_agg_free(a, n);
+    print_breakdown(out, R, P, 1, 0, P->peak, "object");
     fprintf(out, " top stacks:\n");
     print_stacks(out, R, P, 0, P->peak);
   }
   if (R->np > 1) {
-    size_t n;
-    rpt_agg_t *a = rpt_aggregate(R, NULL, 0, 1, &n);
     fprintf(out, "\nJob at its peak (%s at %.3f s), all ranks, by function (top %d):\n",
             rpt_bytes((double)R->peak, b1, sizeof b1), rpt_seconds(R, R->peak_t), R->o.top);
-    print_agg(out, a, n, R->o.top, R->peak, "function");
-    rpt_agg_free(a, n);
+    print_breakdown(out, R, NULL, 0, 1, R->peak, "function");
   }
 
   /* sizes */
@@ -246,17 +260,12 @@ void rpt_print_text(rpt_t *R, FILE *out) {
   print_hist(out, R->hist_count, R->hist_bytes);
 
   /* leaks */
-  int64_t live = 0, live_n = 0;
-  for (size_t i = 0; i < R->np; i++) { live += R->p[i].cur; live_n += (int64_t)R->p[i].live.count; }
   int at_exit = all_complete(R);
   fprintf(out, "\n%s: %s in %lld allocations (all ranks)\n", at_exit ? "Live at exit (leaks)" : "Live at the end of the trace",
           rpt_bytes((double)live, b1, sizeof b1), (long long)live_n);
   if (live > 0) {
-    size_t n;
-    rpt_agg_t *a = rpt_aggregate(R, NULL, 0, 2, &n);
     fprintf(out, " by function (top %d):\n", R->o.top);
-    print_agg(out, a, n, R->o.top, live, "function");
-    rpt_agg_free(a, n);
+    print_breakdown(out, R, NULL, 0, 2, live, "function");
     fprintf(out, " by stack (top %d):\n", R->o.top);
     print_stacks(out, R, NULL, 2, live);
   }
@@ -284,19 +293,29 @@ static void js(FILE *o, const char *s) {
   fputc('"', o);
 }
 
-static void json_agg(FILE *o, rpt_agg_t *a, size_t n, int top) {
+/* `key` (with its quotes, colon and any comma before it), then the string. */
+static void json_str(FILE *o, const char *key, const char *s) {
+  fputs(key, o);
+  js(o, s);
+}
+
+/* `key`, then one breakdown (see print_breakdown) as an array of at most
+ * --top objects. */
+static void json_breakdown(FILE *o, const char *key, rpt_t *R, rpt_proc_t *only, int by_library, int which) {
+  size_t n;
+  rpt_agg_t *a = rpt_aggregate(R, only, by_library, which, &n);
+  fputs(key, o);
   fputc('[', o);
   int k = 0;
-  for (size_t i = 0; i < n && k < top; i++) {
+  for (size_t i = 0; i < n && k < R->o.top; i++) {
     if (a[i].bytes <= 0) break;
-    fprintf(o, "%s{\"name\":", k++ ? "," : "");
-    js(o, a[i].name);
-    if (a[i].file) { fputs(",\"file\":", o); js(o, a[i].file); }
-    fputs(",\"module\":", o);
-    js(o, a[i].module);
+    json_str(o, k++ ? ",{\"name\":" : "{\"name\":", a[i].name);
+    if (a[i].file) json_str(o, ",\"file\":", a[i].file);
+    json_str(o, ",\"module\":", a[i].module);
     fprintf(o, ",\"bytes\":%lld,\"count\":%lld}", (long long)a[i].bytes, (long long)a[i].count);
   }
   fputc(']', o);
+  rpt_agg_free(a, n);
 }
 
 static void json_stacks(FILE *o, rpt_t *R, rpt_proc_t *only, int which) {
@@ -316,9 +335,8 @@ static void json_stacks(FILE *o, rpt_t *R, rpt_proc_t *only, int which) {
         fprintf(o, "%s{\"address\":\"0x%llx\",%s\"function\":", j ? "," : "", (unsigned long long)lf[j].addr,
                 sym->inlined ? "\"inlined\":true," : "");
         js(o, sym->function);
-        if (sym->file) { fputs(",\"file\":", o); js(o, sym->file); fprintf(o, ",\"line\":%d", sym->line); }
-        fputs(",\"module\":", o);
-        js(o, sym->module);
+        if (sym->file) { json_str(o, ",\"file\":", sym->file); fprintf(o, ",\"line\":%d", sym->line); }
+        json_str(o, ",\"module\":", sym->module);
         fputc('}', o);
       }
     fputs("]}", o);
@@ -356,31 +374,22 @@ int rpt_write_json(rpt_t *R, FILE *o) {
   double mn, mx, mean, sd;
   size_t imin, imax;
   rpt_hwm_stats(R, &mn, &mx, &mean, &sd, &imin, &imax);
-  int64_t sum_peaks = 0, live = 0;
-  for (size_t i = 0; i < R->np; i++) { sum_peaks += R->p[i].peak; live += R->p[i].cur; }
-  fputs("{\"tool\":\"hpcmem-report\",\"format_version\":1,\"input\":", o);
-  js(o, R->input);
-  fputs(",\"jobid\":", o);
-  js(o, p0->h.jobid);
+  int64_t sum_peaks, live, live_n;
+  job_totals(R, &sum_peaks, &live, &live_n);
+  json_str(o, "{\"tool\":\"hpcmem-report\",\"format_version\":1,\"input\":", R->input);
+  json_str(o, ",\"jobid\":", p0->h.jobid);
   fprintf(o, ",\"size\":%d,\"processes\":%zu,\"start_realtime_ns\":%llu,\"symbols\":", p0->h.size, R->np,
           (unsigned long long)p0->h.start_realtime_ns);
   js(o, hmt_sym_method(R->sym));
   fprintf(o, ",\"complete\":%s,\"collapse_wrappers\":%s", all_complete(R) ? "true" : "false", R->o.collapse ? "true" : "false");
   fprintf(o, ",\"job\":{\"peak_bytes\":%lld,\"peak_time_s\":%.6f,\"sum_of_rank_peaks\":%lld,\"live_at_end_bytes\":%lld",
-          (long long)R->peak, R->peak > 0 ? rpt_seconds(R, R->peak_t) : 0.0, (long long)sum_peaks, (long long)live);
+          (long long)R->peak, peak_seconds(R, R->peak, R->peak_t), (long long)sum_peaks, (long long)live);
   fputs(",\"ranks_at_peak\":[", o);
   for (size_t i = 0; i < R->np; i++)
     fprintf(o, "%s{\"rank\":%d,\"pid\":%u,\"bytes\":%lld}", i ? "," : "", R->p[i].h.rank, R->p[i].h.pid,
             (long long)rpt_proc_at_jpeak(R, &R->p[i]));
-  size_t n;
-  rpt_agg_t *a = rpt_aggregate(R, NULL, 0, 1, &n);
-  fputs("],\"functions_at_peak\":", o);
-  json_agg(o, a, n, R->o.top);
-  rpt_agg_free(a, n);
-  a = rpt_aggregate(R, NULL, 1, 1, &n);
-  fputs(",\"libraries_at_peak\":", o);
-  json_agg(o, a, n, R->o.top);
-  rpt_agg_free(a, n);
+  json_breakdown(o, "],\"functions_at_peak\":", R, NULL, 0, 1);
+  json_breakdown(o, ",\"libraries_at_peak\":", R, NULL, 1, 1);
   fputs(",\"timeline\":", o);
   json_timeline(o, R, &R->tl);
   fputs("}", o);
@@ -394,25 +403,21 @@ int rpt_write_json(rpt_t *R, FILE *o) {
   free(order);
   fputs("]},\"histogram\":", o);
   json_hist(o, R->hist_count, R->hist_bytes);
-  a = rpt_aggregate(R, NULL, 0, 2, &n);
-  fputs(",\"leaks\":{\"functions\":", o);
-  json_agg(o, a, n, R->o.top);
-  rpt_agg_free(a, n);
+  json_breakdown(o, ",\"leaks\":{\"functions\":", R, NULL, 0, 2);
   fputs(",\"stacks\":", o);
   json_stacks(o, R, NULL, 2);
   fputs("},\"ranks\":[", o);
   for (size_t i = 0; i < R->np; i++) {
     rpt_proc_t *P = &R->p[i];
-    fprintf(o, "%s{\"rank\":%d,\"pid\":%u,\"host\":", i ? "," : "", P->h.rank, P->h.pid);
-    js(o, P->h.hostname);
-    fputs(",\"file\":", o);
-    js(o, P->path);
+    fprintf(o, "%s{\"rank\":%d,\"pid\":%u", i ? "," : "", P->h.rank, P->h.pid);
+    json_str(o, ",\"host\":", P->h.hostname);
+    json_str(o, ",\"file\":", P->path);
     char why[32];
     fprintf(o, ",\"complete\":%s,\"truncated\":%s,\"end\":", complete(P) ? "true" : "false", P->info.truncated ? "true" : "false");
     js(o, P->info.flush.present ? hmt_flush_reason_name(P->info.flush.reason, why, sizeof why) : "none");
-    if (P->failed) { fputs(",\"error\":", o); js(o, P->error); }
+    if (P->failed) json_str(o, ",\"error\":", P->error);
     fprintf(o, ",\"hwm_bytes\":%lld,\"hwm_time_s\":%.6f,\"live_at_end_bytes\":%lld,\"live_at_end_count\":%llu",
-            (long long)P->peak, P->peak > 0 ? rpt_seconds(R, P->peak_t) : 0.0, (long long)P->cur,
+            (long long)P->peak, peak_seconds(R, P->peak, P->peak_t), (long long)P->cur,
             (unsigned long long)P->live.count);
     fprintf(o, ",\"sys_bytes_at_peak\":%lld,\"events\":%llu,\"mallocs\":%llu,\"callocs\":%llu,\"reallocs\":%llu,"
             "\"frees\":%llu,\"memaligns\":%llu,\"sys_events\":%llu,\"unmatched_frees\":%llu,\"bytes_allocated\":%llu",
@@ -421,14 +426,8 @@ int rpt_write_json(rpt_t *R, FILE *o) {
             (unsigned long long)P->n_kind[HPCMEM_EV_REALLOC], (unsigned long long)P->n_kind[HPCMEM_EV_FREE],
             (unsigned long long)P->n_kind[HPCMEM_EV_MEMALIGN], (unsigned long long)P->n_sys,
             (unsigned long long)(P->n_unmatched_free + P->n_unknown_realloc), (unsigned long long)P->bytes_allocated);
-    a = rpt_aggregate(R, P, 0, 0, &n);
-    fputs(",\"functions_at_peak\":", o);
-    json_agg(o, a, n, R->o.top);
-    rpt_agg_free(a, n);
-    a = rpt_aggregate(R, P, 1, 0, &n);
-    fputs(",\"libraries_at_peak\":", o);
-    json_agg(o, a, n, R->o.top);
-    rpt_agg_free(a, n);
+    json_breakdown(o, ",\"functions_at_peak\":", R, P, 0, 0);
+    json_breakdown(o, ",\"libraries_at_peak\":", R, P, 1, 0);
     fputs(",\"stacks_at_peak\":", o);
     json_stacks(o, R, P, 0);
     fputs(",\"leak_stacks\":", o);
