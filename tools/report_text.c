@@ -318,9 +318,11 @@ static void json_breakdown(FILE *o, const char *key, rpt_t *R, rpt_proc_t *only,
   rpt_agg_free(a, n);
 }
 
-static void json_stacks(FILE *o, rpt_t *R, rpt_proc_t *only, int which) {
+/* The writers below start with `key` as json_breakdown does. */
+static void json_stacks(FILE *o, const char *key, rpt_t *R, rpt_proc_t *only, int which) {
   size_t n;
   rpt_group_t *g = rpt_stack_groups(R, only, which, &n);
+  fputs(key, o);
   fputc('[', o);
   for (size_t i = 0; i < n && (int)i < R->o.top; i++) {
     rpt_proc_t *P = g[i].P;
@@ -345,7 +347,8 @@ static void json_stacks(FILE *o, rpt_t *R, rpt_proc_t *only, int which) {
   rpt_groups_free(g, n);
 }
 
-static void json_timeline(FILE *o, const rpt_t *R, const rpt_timeline_t *tl) {
+static void json_timeline(FILE *o, const char *key, const rpt_t *R, const rpt_timeline_t *tl) {
+  fputs(key, o);
   fputc('[', o);
   int k = 0;
   for (int b = 0; b < tl->n; b++) {
@@ -356,7 +359,8 @@ static void json_timeline(FILE *o, const rpt_t *R, const rpt_timeline_t *tl) {
   fputc(']', o);
 }
 
-static void json_hist(FILE *o, const uint64_t *cnt, const uint64_t *bytes) {
+static void json_hist(FILE *o, const char *key, const uint64_t *cnt, const uint64_t *bytes) {
+  fputs(key, o);
   fputc('[', o);
   int k = 0;
   for (int b = 0; b < RPT_HIST_BINS; b++) {
@@ -390,8 +394,7 @@ int rpt_write_json(rpt_t *R, FILE *o) {
             (long long)rpt_proc_at_jpeak(R, &R->p[i]));
   json_breakdown(o, "],\"functions_at_peak\":", R, NULL, 0, 1);
   json_breakdown(o, ",\"libraries_at_peak\":", R, NULL, 1, 1);
-  fputs(",\"timeline\":", o);
-  json_timeline(o, R, &R->tl);
+  json_timeline(o, ",\"timeline\":", R, &R->tl);
   fputs("}", o);
   fprintf(o, ",\"imbalance\":{\"min_bytes\":%.0f,\"min_rank\":%d,\"max_bytes\":%.0f,\"max_rank\":%d,\"mean_bytes\":%.1f,"
           "\"sd_bytes\":%.1f,\"cv\":%.6f,\"max_over_mean\":%.6f,\"imbalanced\":%s,\"heaviest\":[",
@@ -401,11 +404,9 @@ int rpt_write_json(rpt_t *R, FILE *o) {
   for (size_t k = 0; k < R->np && k < 5; k++)
     fprintf(o, "%s{\"rank\":%d,\"bytes\":%lld}", k ? "," : "", R->p[order[k]].h.rank, (long long)R->p[order[k]].peak);
   free(order);
-  fputs("]},\"histogram\":", o);
-  json_hist(o, R->hist_count, R->hist_bytes);
+  json_hist(o, "]},\"histogram\":", R->hist_count, R->hist_bytes);
   json_breakdown(o, ",\"leaks\":{\"functions\":", R, NULL, 0, 2);
-  fputs(",\"stacks\":", o);
-  json_stacks(o, R, NULL, 2);
+  json_stacks(o, ",\"stacks\":", R, NULL, 2);
   fputs("},\"ranks\":[", o);
   for (size_t i = 0; i < R->np; i++) {
     rpt_proc_t *P = &R->p[i];
@@ -428,14 +429,10 @@ int rpt_write_json(rpt_t *R, FILE *o) {
             (unsigned long long)(P->n_unmatched_free + P->n_unknown_realloc), (unsigned long long)P->bytes_allocated);
     json_breakdown(o, ",\"functions_at_peak\":", R, P, 0, 0);
     json_breakdown(o, ",\"libraries_at_peak\":", R, P, 1, 0);
-    fputs(",\"stacks_at_peak\":", o);
-    json_stacks(o, R, P, 0);
-    fputs(",\"leak_stacks\":", o);
-    json_stacks(o, R, P, 2);
-    fputs(",\"histogram\":", o);
-    json_hist(o, P->hist_count, P->hist_bytes);
-    fputs(",\"timeline\":", o);
-    json_timeline(o, R, &P->tl);
+    json_stacks(o, ",\"stacks_at_peak\":", R, P, 0);
+    json_stacks(o, ",\"leak_stacks\":", R, P, 2);
+    json_hist(o, ",\"histogram\":", P->hist_count, P->hist_bytes);
+    json_timeline(o, ",\"timeline\":", R, &P->tl);
     const hmt_flush_info_t *f = &P->info.flush;
     fprintf(o, ",\"recorder\":{\"stored_bytes\":%llu,\"raw_bytes\":%llu,\"blocks\":%llu,\"threads\":%llu,"
             "\"stacks\":%zu,\"dropped\":%llu,\"memory_bytes\":%llu,\"skipped_blocks\":%llu}}",
