@@ -11,7 +11,7 @@
 #   multihost.shared_segment.*        the node-shared segment is shared within a host only
 #   multihost.report.*                per-node sums, hosts and the heavier node in the job report
 #   multihost.trace.*                 HPCMEM_TRACE: one file per rank in one directory, read as one job
-#   multihost.demo.*                  the README's demo (miniapps/demo) on the simulated hosts
+#   multihost.demo.*                  hpcmem-demo (miniapps/demo, ranks of uneven memory) on the simulated hosts
 #   multihost.skip_*                  without privileges the harness skips, never passes
 #   multihost.cleanup                 no namespace, link or file of the run is left
 # MULTIHOST_KEEP=1 keeps the work directory (reports, traces, outputs).
@@ -174,8 +174,8 @@ if ran trace; then
   else ko trace.report_reads "hpcmem-report: exit $?: $(head -3 "$dir/trace-report.err" | tr '\n' '|')"; fi
 fi
 
-# --- the README's demo (what `make demo` runs), over the hosts: the same
-#     answer as on one host, and the report sees both hosts
+# --- hpcmem-demo (miniapps/demo: rank r needs r+1 units of memory), over
+#     the hosts: the same answer as on one host, and the report sees both hosts
 run demo -x HPCMEM_REPORT_DIR="$dir/demo" "$DEMO"
 if ran demo; then
   "$b/tests/run-mpi.sh" $np env HPCMEM_REPORT=off "$DEMO" > "$dir/demo-local.out" 2>&1
