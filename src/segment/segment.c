@@ -30,7 +30,7 @@ static int tier_init(hpcmem_segment_t *s, char *region, size_t bytes, int discar
   _hpcmem_large_config_from_options(&c);
   c.align = (size_t)_hpcmem_opt(LARGE_ALIGN) > GRAIN ? (size_t)_hpcmem_opt(LARGE_ALIGN) : GRAIN;
   c.min_split = c.align;
-  c.thp = 0;
+  c.thp = 0;                        /* no huge-page arena: see make_interleaved */
   c.reserve = bytes;
   c.region = region;
   c.discard = discard;
@@ -84,6 +84,16 @@ static int make_interleaved(hpcmem_segment_t *s) {
     }
     if (rc < 0) _hpcmem_warn("interleaved segment: mbind(MPOL_INTERLEAVE) failed: %s; pages are placed by first touch",
                              strerror(-rc));
+  }
+  /* Interleaved requests are large arrays swept by every core: huge pages
+   * cut their TLB misses, and the tier packs blocks from the bottom, so a
+   * touched huge page is mostly used.  The whole range, not an arena of big
+   * blocks as in the private tier; the kernel then interleaves whole 2 MiB
+   * pages (docs/segments.md). */
+  if (_hpcmem_opt(THP)) {
+    int rc = _hpcmem_prim_hugepages(s->tier.base, size, 1);
+    if (rc < 0 && _hpcmem_opt(VERBOSE))
+      _hpcmem_info("interleaved segment: madvise(MADV_HUGEPAGE) failed: %s; ordinary pages", strerror(-rc));
   }
   s->base = s->own = s->tier.base;
   s->size = s->own_size = size;

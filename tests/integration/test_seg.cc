@@ -329,6 +329,81 @@ TEST(interleaved_segment, pages_carry_the_interleave_policy) {
   free(p);
 }
 
+namespace {
+// How much of [lo, hi) /proc/self/smaps maps, and how much of that lies in
+// mappings whose VmFlags carry "hg" (madvise(MADV_HUGEPAGE)).
+struct HugeAdvice {
+  size_t mapped = 0, advised = 0;
+  std::string flags;  // VmFlags of the mappings, for the failure message
+};
+
+HugeAdvice huge_advice(uintptr_t lo, uintptr_t hi) {
+  HugeAdvice a;
+  FILE *f = fopen("/proc/self/smaps", "r");
+  if (!f) return a;
+  char line[512];
+  size_t overlap = 0;
+  while (fgets(line, sizeof line, f)) {
+    unsigned long start, end;
+    char perms[8];
+    if (sscanf(line, "%lx-%lx %7s", &start, &end, perms) == 3) {
+      uintptr_t s = start > lo ? start : lo, e = end < hi ? end : hi;
+      overlap = s < e ? e - s : 0;
+    } else if (overlap && strncmp(line, "VmFlags:", 8) == 0) {
+      a.mapped += overlap;
+      if (strstr(line, " hg ") || strstr(line, " hg\n")) a.advised += overlap;
+      line[strcspn(line, "\n")] = 0;
+      a.flags += std::string(line + 8) + ";";
+      overlap = 0;
+    }
+  }
+  fclose(f);
+  return a;
+}
+
+// Exit status 0 when the interleaved segment's whole range is advised for
+// huge pages (want_huge) or none of it is.
+int interleaved_huge_status(bool want_huge) {
+  hpcmem_seg_info_t in;
+  if (hpcmem_seg_info(HPCMEM_SEG_INTERLEAVED, &in) != 0) return 2;
+  HugeAdvice a = huge_advice((uintptr_t)in.base, (uintptr_t)in.base + in.size);
+  if (a.mapped == in.size && a.advised == (want_huge ? in.size : 0)) return 0;
+  fprintf(stderr, "range %zu bytes, mapped %zu, advised %zu, VmFlags:%s\n", in.size, a.mapped, a.advised,
+          a.flags.c_str());
+  return 1;
+}
+}  // namespace
+
+// HPCMEM_THP (on by default) lets the interleaved segment ask for
+// transparent huge pages on its whole range; HPCMEM_THP=0 keeps ordinary
+// pages.  This process checks its own setting, a fresh one the other.
+TEST(interleaved_segment, asks_for_huge_pages_when_HPCMEM_THP_allows) {
+  char mode[128] = "";
+  FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+  if (!f) GTEST_SKIP() << "the kernel has no transparent huge pages (no /sys/kernel/mm/transparent_hugepage/enabled)";
+  if (!fgets(mode, sizeof mode, f)) mode[0] = 0;
+  fclose(f);
+  if (strstr(mode, "[never]"))
+    GTEST_SKIP() << "transparent huge pages are [never] on this machine (/sys/kernel/mm/transparent_hugepage/enabled: "
+                 << mode << "): madvise cannot give any";
+  char thp[8];
+  ASSERT_EQ(hpcmem_option("THP", thp, sizeof thp), 0);
+  bool on = strcmp(thp, "0") != 0;
+  EXPECT_EQ(interleaved_huge_status(on), 0) << "HPCMEM_THP=" << thp;
+
+  // Settings are read once at start-up: the other one in a fresh run of this
+  // test, started with HPCMEM_THP flipped.  The statement runs only there,
+  // where `started` is the value it was started with and `thp` its setting.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const char *env = getenv("HPCMEM_THP");
+  std::string started = env ? env : "";
+  setenv("HPCMEM_THP", on ? "0" : "1", 1);
+  EXPECT_EXIT(exit(started == thp ? interleaved_huge_status(on) : 3), testing::ExitedWithCode(0), "")
+      << "run with HPCMEM_THP=" << (on ? "0" : "1");
+  if (env) setenv("HPCMEM_THP", started.c_str(), 1);
+  else unsetenv("HPCMEM_THP");
+}
+
 TEST(shared_segment, a_forked_child_reads_and_writes_but_does_not_allocate) {
   int *shared = (int *)hpcmem_malloc_seg(sizeof(int) * 4, HPCMEM_SEG_SHARED);
   ASSERT_NE(shared, nullptr);
