@@ -20,7 +20,7 @@
   X(LARGE_THRESHOLD, SIZE, "128K", 16 * HPCMEM_KI, HPCMEM_GI, "", "requests of at least this size go to the large-block tier") \
   X(LARGE_ALIGN, POW2, "256", 16, 4096, "", "alignment of large-block data (bytes)") \
   X(DECAY_MS, INT, "1000", 0, 3600000, "", "free large-tier pages unused this long go back to the OS (0: at once)") \
-  X(THP, BOOL, "1", 0, 1, "", "use transparent huge pages for the large region where the kernel allows") \
+  X(THP, BOOL, "1", 0, 1, "", "use transparent huge pages for the large region and the interleaved segment where the kernel allows") \
   X(CHECK, BOOL, "0", 0, 1, "", "cheap consistency checks in a release build") \
   X(ON_ERROR, ENUM, "abort", 0, 2, "abort|warn|ignore", "what to do after reporting an invalid or double free") \
   X(DEFAULT_SEGMENT, ENUM, "private", 0, 2, "private|shared|interleaved", "segment that plain malloc uses") \
