@@ -11,7 +11,7 @@
  *
  * A new PMPI_* call (or an MPI constant that names a library object) must
  * be listed here, or libhpcmem.so gets a strong undefined reference again:
- * tests/mpi/test_weak.sh fails and names it.
+ * tests/footprint/test_libraries.sh fails and names it.
  *
  * Include after <mpi.h> (layer.h does). */
 #ifndef HPCMEM_MPI_WEAK_H
