@@ -27,33 +27,43 @@
 #include "report.h"
 #include "util/log.h"
 #include <dlfcn.h>
+#include <link.h>
 #include <stddef.h>
 
-/* The MPI library was loaded after libhpcmem: look the function up as the
- * caller sees it, in the global scope, else among the caller's own
- * dependencies (a library opened RTLD_LOCAL).  Never NULL: without the
- * function there is nothing sensible to return to the program. */
-static void *late_pmpi(const char *name, const void *caller) {
+/* The MPI library was loaded after libhpcmem: look the function up in the
+ * global scope, else in every loaded object (a library opened RTLD_LOCAL is
+ * loaded but not global).  Never NULL: without the function there is
+ * nothing sensible to return to the program. */
+typedef struct {
+  const char *name;
+  void *found;
+} lookup_t;
+
+static int lookup_in(struct dl_phdr_info *info, size_t size, void *arg) {
+  (void)size;
+  lookup_t *l = arg;
+  if (!info->dlpi_name || !info->dlpi_name[0]) return 0;   /* the program: in the global scope */
+  void *h = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
+  if (!h) return 0;
+  l->found = dlsym(h, l->name);
+  dlclose(h);
+  return l->found != NULL;
+}
+
+static void *late_pmpi(const char *name) {
   static int warned;
   if (!warned++)
     _hpcmem_warn("the MPI library was loaded after libhpcmem (dlopen): MPI calls are passed on, but the "
                  "job report and the node-shared segment are off; preload it too "
                  "(LD_PRELOAD=\"libmpi.so libhpcmem.so\", see docs/mpirun.md)");
-  void *f = dlsym(RTLD_DEFAULT, name);
-  Dl_info info;
-  if (!f && caller && dladdr(caller, &info) && info.dli_fname && info.dli_fname[0]) {
-    void *h = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
-    if (h) {
-      f = dlsym(h, name);
-      dlclose(h);
-    }
-  }
-  if (!f) _hpcmem_fatal("%s: the MPI library's %s cannot be found", name + 1, name);
-  return f;
+  lookup_t l = {name, dlsym(RTLD_DEFAULT, name)};
+  if (!l.found) dl_iterate_phdr(lookup_in, &l);
+  if (!l.found) _hpcmem_fatal("%s: the MPI library's %s cannot be found", name + 1, name);
+  return l.found;
 }
 
 /* The real function: bound by the loader, or found late. */
-#define REAL(fn) (_hpcmem_mpi_linked() ? &fn : (__typeof__(&fn))late_pmpi(#fn, __builtin_return_address(0)))
+#define REAL(fn) (_hpcmem_mpi_linked() ? &fn : (__typeof__(&fn))late_pmpi(#fn))
 
 int MPI_Init(int *argc, char ***argv) {
   int rc = REAL(PMPI_Init)(argc, argv);
@@ -143,7 +153,7 @@ static void f_abort(MPI_Fint *comm, MPI_Fint *errorcode, MPI_Fint *ierr, const c
     real(comm, errorcode, ierr);
   } else {
     MPI_Comm c = _hpcmem_mpi_linked() ? PMPI_Comm_f2c(*comm)
-                                      : ((MPI_Comm(*)(MPI_Fint))late_pmpi("PMPI_Comm_f2c", NULL))(*comm);
+                                      : ((MPI_Comm(*)(MPI_Fint))late_pmpi("PMPI_Comm_f2c"))(*comm);
     int rc = REAL(PMPI_Abort)(c, (int)*errorcode);
     if (ierr) *ierr = (MPI_Fint)rc;
   }
