@@ -3,7 +3,29 @@
 
 AC_DEFUN([HPCMEM_CHECK_HWLOC], [HPCMEM_DEP([hwloc], [hwloc], [hwloc], [hwloc.h], [hwloc],
   [hwloc_topology_init], [required],
-  [the segmented heaps and thread groups are laid out from the hwloc machine topology.], [libhwloc-dev])])
+  [the segmented heaps and thread groups are laid out from the hwloc machine topology.], [libhwloc-dev])
+  AS_IF([test $hpcmem_have_hwloc = yes], [HPCMEM_FIND_HWLOC_LIBRARY])])
+
+# HPCMEM_FIND_HWLOC_LIBRARY: libhpcmem opens hwloc with dlopen only while it reads
+# the topology (src/topo/topo.c), so that hwloc, libudev and libm are not
+# resident in every program.  The file it opens is the one a program linked
+# with HWLOC_LIBS needs (its DT_NEEDED soname), and the directory of a -L in
+# HWLOC_LIBS is tried when the loader's search path does not have it.
+AC_DEFUN([HPCMEM_FIND_HWLOC_LIBRARY], [
+  AC_REQUIRE([AC_PROG_AWK])
+  AC_MSG_CHECKING([which hwloc library to open at run time])
+  hpcmem_hwloc_save_LIBS=$LIBS; hpcmem_hwloc_save_CPPFLAGS=$CPPFLAGS
+  LIBS="$HWLOC_LIBS $LIBS"; CPPFLAGS="$CPPFLAGS $HWLOC_CFLAGS"
+  hpcmem_hwloc_soname=
+  AC_LINK_IFELSE([AC_LANG_CALL([], [hwloc_topology_init])], [
+    hpcmem_hwloc_soname=`${OBJDUMP:-objdump} -p conftest$EXEEXT 2>/dev/null | $AWK '$[]1 == "NEEDED" && $[]2 ~ /hwloc/ { print $[]2; exit }'`])
+  LIBS=$hpcmem_hwloc_save_LIBS; CPPFLAGS=$hpcmem_hwloc_save_CPPFLAGS
+  AS_IF([test -z "$hpcmem_hwloc_soname"], [hpcmem_hwloc_soname=libhwloc.so])
+  hpcmem_hwloc_libdir=`echo " $HWLOC_LIBS" | tr ' ' '\n' | sed -n 's/^-L//p' | head -n 1`
+  AC_MSG_RESULT([$hpcmem_hwloc_soname${hpcmem_hwloc_libdir:+ (or in $hpcmem_hwloc_libdir)}])
+  AC_DEFINE_UNQUOTED([HPCMEM_HWLOC_LIBRARY], ["$hpcmem_hwloc_soname"], [The hwloc library libhpcmem opens with dlopen.])
+  AC_DEFINE_UNQUOTED([HPCMEM_HWLOC_LIBDIR], ["$hpcmem_hwloc_libdir"], [Where to look for it when the loader does not find it ("" for nowhere else).])
+])
 
 AC_DEFUN([HPCMEM_CHECK_NUMA], [HPCMEM_DEP([numa], [libnuma], [numa], [numa.h], [numa],
   [numa_available], [required],

@@ -169,6 +169,7 @@ static int start_clock_and_mode(void) {
 
 int _hpcmem_mpi_start(void) {
   if (L.started) return 0;
+  if (!_hpcmem_mpi_linked()) return -ENOSYS;   /* MPI came after us (pmpi.c) */
   _hpcmem_options_init();
   if (!_hpcmem_job.jobid[0]) _hpcmem_job_init();
   _hpcmem_job.from_launcher = 1;   /* an MPI job from here on, even a singleton: HPCMEM_REPORT=auto reports */

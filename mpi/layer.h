@@ -5,6 +5,7 @@
 #ifndef HPCMEM_MPI_LAYER_H
 #define HPCMEM_MPI_LAYER_H
 #include <mpi.h>
+#include "weak.h"
 
 /* After a successful PMPI_Init / PMPI_Init_thread (collective over
  * MPI_COMM_WORLD): rank, size, node communicator, node index, job id from

@@ -5,6 +5,12 @@
  * with -lhpcmem (before -lmpi, as mpicc does) or LD_PRELOAD=libhpcmem.so puts
  * these definitions ahead of the MPI library's.
  *
+ * libhpcmem.so does not load the MPI library itself (weak.h): the PMPI_*
+ * functions are bound only if the program brought MPI before libhpcmem was
+ * loaded.  A program that dlopens MPI later (Python's mpi4py, Julia) still
+ * reaches these wrappers; they then find the real function by name and pass
+ * the call on, and the layer stays off (one warning says so).
+ *
  * Fortran: Open MPI 4.1's mpif.h / `use mpi` entry points (mpi_init_ ...)
  * call the C PMPI_Init directly, and `use mpi_f08` (mpi_init_f08_) goes
  * through the same code, so the C wrappers never see a Fortran program.
@@ -19,31 +25,68 @@
 #include "trace/trace.h"
 #include "hpcmem_trace_format.h"
 #include "report.h"
+#include "util/log.h"
 #include <dlfcn.h>
+#include <link.h>
 #include <stddef.h>
 
+/* The MPI library was loaded after libhpcmem: look the function up in the
+ * global scope, else in every loaded object (a library opened RTLD_LOCAL is
+ * loaded but not global).  Never NULL: without the function there is
+ * nothing sensible to return to the program. */
+typedef struct {
+  const char *name;
+  void *found;
+} lookup_t;
+
+static int lookup_in(struct dl_phdr_info *info, size_t size, void *arg) {
+  (void)size;
+  lookup_t *l = arg;
+  if (!info->dlpi_name || !info->dlpi_name[0]) return 0;   /* the program: in the global scope */
+  void *h = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
+  if (!h) return 0;
+  l->found = dlsym(h, l->name);
+  dlclose(h);
+  return l->found != NULL;
+}
+
+static void *late_pmpi(const char *name) {
+  static int warned;
+  if (!warned++)
+    _hpcmem_warn("the MPI library was loaded after libhpcmem (dlopen): MPI calls are passed on, but the "
+                 "job report and the node-shared segment are off; preload it too "
+                 "(LD_PRELOAD=\"libmpi.so libhpcmem.so\", see docs/mpirun.md)");
+  lookup_t l = {name, dlsym(RTLD_DEFAULT, name)};
+  if (!l.found) dl_iterate_phdr(lookup_in, &l);
+  if (!l.found) _hpcmem_fatal("%s: the MPI library's %s cannot be found", name + 1, name);
+  return l.found;
+}
+
+/* The real function: bound by the loader, or found late. */
+#define REAL(fn) (_hpcmem_mpi_linked() ? &fn : (__typeof__(&fn))late_pmpi(#fn))
+
 int MPI_Init(int *argc, char ***argv) {
-  int rc = PMPI_Init(argc, argv);
+  int rc = REAL(PMPI_Init)(argc, argv);
   if (rc == MPI_SUCCESS) _hpcmem_mpi_start();
   return rc;
 }
 
 int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
-  int rc = PMPI_Init_thread(argc, argv, required, provided);
+  int rc = REAL(PMPI_Init_thread)(argc, argv, required, provided);
   if (rc == MPI_SUCCESS) _hpcmem_mpi_start();
   return rc;
 }
 
 int MPI_Finalize(void) {
   _hpcmem_mpi_finish();
-  return PMPI_Finalize();
+  return REAL(PMPI_Finalize)();
 }
 
 int MPI_Abort(MPI_Comm comm, int errorcode) {
   /* the other ranks will be killed: each writes its own summary (SIGTERM) */
   _hpcmem_report_local("MPI_Abort", 0);
   if (_hpcmem_trace_enabled) _hpcmem_trace_flush_all(HMT_FLUSH_ABORT);
-  return PMPI_Abort(comm, errorcode);
+  return REAL(PMPI_Abort)(comm, errorcode);
 }
 
 /* ------------------------------------------------------------------ */
@@ -61,7 +104,7 @@ static void *fortran_pmpi(const char *name) {
 static void start_if_initialized(void) {
   int flag = 0;
   /* ierr is optional in mpi_f08: ask MPI instead of trusting it */
-  if (PMPI_Initialized(&flag) == MPI_SUCCESS && flag) _hpcmem_mpi_start();
+  if (_hpcmem_mpi_linked() && PMPI_Initialized(&flag) == MPI_SUCCESS && flag) _hpcmem_mpi_start();
 }
 
 static void f_init(MPI_Fint *ierr, const char *pmpi_name) {
@@ -71,7 +114,7 @@ static void f_init(MPI_Fint *ierr, const char *pmpi_name) {
   } else {
     int argc = 0;
     char **argv = NULL;
-    int rc = PMPI_Init(&argc, &argv);
+    int rc = REAL(PMPI_Init)(&argc, &argv);
     if (ierr) *ierr = (MPI_Fint)rc;
   }
   start_if_initialized();
@@ -85,7 +128,7 @@ static void f_init_thread(MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr
   } else {
     int argc = 0, prov = 0;
     char **argv = NULL;
-    int rc = PMPI_Init_thread(&argc, &argv, (int)*required, &prov);
+    int rc = REAL(PMPI_Init_thread)(&argc, &argv, (int)*required, &prov);
     *provided = (MPI_Fint)prov;
     if (ierr) *ierr = (MPI_Fint)rc;
   }
@@ -98,7 +141,7 @@ static void f_finalize(MPI_Fint *ierr, const char *pmpi_name) {
   if (real) {
     real(ierr);
   } else {
-    int rc = PMPI_Finalize();
+    int rc = REAL(PMPI_Finalize)();
     if (ierr) *ierr = (MPI_Fint)rc;
   }
 }
@@ -109,7 +152,9 @@ static void f_abort(MPI_Fint *comm, MPI_Fint *errorcode, MPI_Fint *ierr, const c
   if (real) {
     real(comm, errorcode, ierr);
   } else {
-    int rc = PMPI_Abort(PMPI_Comm_f2c(*comm), (int)*errorcode);
+    MPI_Comm c = _hpcmem_mpi_linked() ? PMPI_Comm_f2c(*comm)
+                                      : ((MPI_Comm(*)(MPI_Fint))late_pmpi("PMPI_Comm_f2c"))(*comm);
+    int rc = REAL(PMPI_Abort)(c, (int)*errorcode);
     if (ierr) *ierr = (MPI_Fint)rc;
   }
 }

@@ -1,7 +1,13 @@
 /* Topology (see topo.h).  Everything hwloc tells us is copied once into the
- * static tables below, so that the allocator's queries never call hwloc (which
- * would malloc) except through the kept topology's cpusets, which hwloc reads
- * without allocating. */
+ * static tables below, so that the allocator's queries never call hwloc.
+ *
+ * libhpcmem does not link hwloc: _hpcmem_topo_load() opens it with dlopen,
+ * reads the topology into the tables, destroys it and closes the library
+ * again.  A program that does not use hwloc itself thus does not keep
+ * libhwloc, libudev and libm resident (0.8 MiB), and hwloc's plugins (PCI,
+ * OpenCL, GL with libX11 and libxcb; 0.6 MiB) are not loaded at all: the
+ * tables need NUMA nodes, cpus, caches and memory attributes, which hwloc's
+ * core finds without them.  docs/footprint.md has the figures. */
 #include "config.h"
 #include "topo/topo.h"
 #include "util/log.h"
@@ -14,10 +20,12 @@
 #include <strings.h>
 #include <unistd.h>
 #ifdef HAVE_HWLOC
+#include <dlfcn.h>
 #include <hwloc.h>
 #endif
 
 #define ULONG_BITS (8 * (int)sizeof(unsigned long))
+#define TOPO_LEVELS 10   /* candidate levels for thread groups (levels[] below) */
 
 typedef struct {
   int loaded;
@@ -34,15 +42,24 @@ typedef struct {
   int ncores;
   uint64_t cache_size[6];                          /* by level 1..5 */
   int cache_line;
+  int from_hwloc;                                  /* node_cpus and the levels below are filled */
+  int level_width[TOPO_LEVELS];                    /* objects holding cpus, per level */
+  int level_groups[TOPO_LEVELS];                   /* groups when the groups follow that level */
 #ifdef HAVE_HWLOC
-  hwloc_topology_t topo;
-  hwloc_obj_t node_obj[HPCMEM_TOPO_MAX_NODES];
+  hwloc_topology_t topo;                           /* only while loading */
+  hwloc_obj_t node_obj[HPCMEM_TOPO_MAX_NODES];     /* only while loading */
 #endif
 } topo_t;
 
 /* Zero-initialised: before a load this is a one-node, one-group machine
  * (the accessors below special-case !loaded). */
 static topo_t T;
+
+/* The cpus of each node (bit = OS cpu number) and each cpu's group at every
+ * level, copied from hwloc's cpusets.  Large, but in .bss: only the rows of
+ * the nodes and cpus that exist are ever touched (one page on a laptop). */
+static unsigned long node_cpus[HPCMEM_TOPO_MAX_NODES][HPCMEM_TOPO_MAX_CPUS / ULONG_BITS];
+static int16_t level_group[HPCMEM_TOPO_MAX_CPUS][TOPO_LEVELS];
 
 /* ------------------------------------------------------------------ */
 /* Kinds                                                                */
@@ -61,6 +78,103 @@ int _hpcmem_topo_kind_parse(const char *text) {
 }
 
 #ifdef HAVE_HWLOC
+/* ------------------------------------------------------------------ */
+/* hwloc through dlopen                                                 */
+
+/* Every hwloc function this file calls.  hwloc.h's inline helpers call
+ * some of these directly, so the ones used here have replacements below
+ * (next_obj_by_type, nbobjs_by_type, info_by_name). */
+#define HWLOC_FUNCTIONS(X)                                                                   \
+  X(hwloc_get_api_version) X(hwloc_topology_init) X(hwloc_topology_set_synthetic)           \
+  X(hwloc_topology_set_xml) X(hwloc_topology_load) X(hwloc_topology_destroy)                \
+  X(hwloc_topology_is_thissystem) X(hwloc_get_type_depth) X(hwloc_get_nbobjs_by_depth)      \
+  X(hwloc_get_obj_by_depth) X(hwloc_bitmap_isset) X(hwloc_bitmap_weight)                    \
+  X(hwloc_bitmap_list_snprintf) X(hwloc_bitmap_iszero) X(hwloc_bitmap_isequal)              \
+  X(hwloc_bitmap_isincluded) X(hwloc_bitmap_first) X(hwloc_bitmap_next)                     \
+  X(hwloc_memattr_get_value) X(hwloc_memattr_get_best_initiator)
+
+static struct {
+  void *lib;
+#define HWLOC_POINTER_(f) __typeof__(f) *f;
+  HWLOC_FUNCTIONS(HWLOC_POINTER_)
+#undef HWLOC_POINTER_
+} H;
+
+static void hwloc_close(void) {
+  if (H.lib) dlclose(H.lib);
+  memset(&H, 0, sizeof H);
+}
+
+/* Open the library: 0, or -ENOENT with the loader's reason in why. */
+static int hwloc_open(char *why, size_t len) {
+  if (H.lib) return 0;
+  H.lib = dlopen(HPCMEM_HWLOC_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+  if (!H.lib && HPCMEM_HWLOC_LIBDIR[0]) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", HPCMEM_HWLOC_LIBDIR, HPCMEM_HWLOC_LIBRARY);
+    H.lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  }
+  if (!H.lib) {
+    const char *e = dlerror();
+    snprintf(why, len, "%s", e ? e : "cannot open " HPCMEM_HWLOC_LIBRARY);
+    return -ENOENT;
+  }
+#define HWLOC_RESOLVE_(f)                                                     \
+  if (!(*(void **)&H.f = dlsym(H.lib, #f))) {                                 \
+    snprintf(why, len, "%s has no %s", HPCMEM_HWLOC_LIBRARY, #f);             \
+    hwloc_close();                                                            \
+    return -ENOENT;                                                           \
+  }
+  HWLOC_FUNCTIONS(HWLOC_RESOLVE_)
+#undef HWLOC_RESOLVE_
+  return 0;
+}
+
+/* From here on the hwloc names call through the table. */
+#define hwloc_get_api_version (*H.hwloc_get_api_version)
+#define hwloc_topology_init (*H.hwloc_topology_init)
+#define hwloc_topology_set_synthetic (*H.hwloc_topology_set_synthetic)
+#define hwloc_topology_set_xml (*H.hwloc_topology_set_xml)
+#define hwloc_topology_load (*H.hwloc_topology_load)
+#define hwloc_topology_destroy (*H.hwloc_topology_destroy)
+#define hwloc_topology_is_thissystem (*H.hwloc_topology_is_thissystem)
+#define hwloc_get_type_depth (*H.hwloc_get_type_depth)
+#define hwloc_get_nbobjs_by_depth (*H.hwloc_get_nbobjs_by_depth)
+#define hwloc_get_obj_by_depth (*H.hwloc_get_obj_by_depth)
+#define hwloc_bitmap_isset (*H.hwloc_bitmap_isset)
+#define hwloc_bitmap_weight (*H.hwloc_bitmap_weight)
+#define hwloc_bitmap_list_snprintf (*H.hwloc_bitmap_list_snprintf)
+#define hwloc_bitmap_iszero (*H.hwloc_bitmap_iszero)
+#define hwloc_bitmap_isequal (*H.hwloc_bitmap_isequal)
+#define hwloc_bitmap_isincluded (*H.hwloc_bitmap_isincluded)
+#define hwloc_bitmap_first (*H.hwloc_bitmap_first)
+#define hwloc_bitmap_next (*H.hwloc_bitmap_next)
+#define hwloc_memattr_get_value (*H.hwloc_memattr_get_value)
+#define hwloc_memattr_get_best_initiator (*H.hwloc_memattr_get_best_initiator)
+
+/* hwloc.h's inline helpers, on the table (same meaning as hwloc's). */
+static hwloc_obj_t next_obj_by_type(hwloc_topology_t t, hwloc_obj_type_t type, hwloc_obj_t prev) {
+  int depth = hwloc_get_type_depth(t, type);
+  if (depth == HWLOC_TYPE_DEPTH_UNKNOWN || depth == HWLOC_TYPE_DEPTH_MULTIPLE) return NULL;
+  if (!prev) return hwloc_get_obj_by_depth(t, depth, 0);
+  return prev->depth == depth ? prev->next_cousin : NULL;
+}
+
+static int nbobjs_by_type(hwloc_topology_t t, hwloc_obj_type_t type) {
+  int depth = hwloc_get_type_depth(t, type);
+  if (depth == HWLOC_TYPE_DEPTH_UNKNOWN) return 0;
+  if (depth == HWLOC_TYPE_DEPTH_MULTIPLE) return -1;
+  return (int)hwloc_get_nbobjs_by_depth(t, depth);
+}
+
+static const char *info_by_name(hwloc_obj_t o, const char *name) {
+  for (unsigned i = 0; i < o->infos_count; i++)
+    if (strcmp(o->infos[i].name, name) == 0) return o->infos[i].value;
+  return NULL;
+}
+#define hwloc_get_next_obj_by_type next_obj_by_type
+#define hwloc_get_nbobjs_by_type nbobjs_by_type
+#define hwloc_obj_get_info_by_name info_by_name
 static int contains_ci(const char *hay, const char *needle) {
   size_t n = strlen(needle);
   for (; *hay; hay++)
@@ -313,11 +427,9 @@ int _hpcmem_topo_classes(hpcmem_mem_class_t *out, int max) {
   return n;
 }
 
-/* Is cpu one of node i's cpus?  (-1 when the topology cannot say) */
+/* Is cpu one of node i's cpus? */
 static int node_has_cpu(int i, int cpu) {
-#ifdef HAVE_HWLOC
-  if (T.topo && T.node_obj[i]) return hwloc_bitmap_isset(T.node_obj[i]->cpuset, (unsigned)cpu);
-#endif
+  if (T.from_hwloc) return cpu < HPCMEM_TOPO_MAX_CPUS && mask_isset(node_cpus[i], cpu);
   return T.nnodes == 1 && cpu < T.cpu_limit;
 }
 
@@ -353,6 +465,7 @@ static void reset_tables(void) {
   T.ncores = 0;
   memset(T.cache_size, 0, sizeof T.cache_size);
   T.cache_line = 0;
+  T.from_hwloc = 0;
   for (int i = 0; i < HPCMEM_TOPO_MAX_CPUS; i++) T.cpu_numa[i] = T.cpu_group[i] = -1;
 }
 
@@ -402,6 +515,7 @@ static const struct {
     {HWLOC_OBJ_MACHINE, "machine"},
 };
 #define NLEVELS ((int)(sizeof levels / sizeof levels[0]))
+_Static_assert(NLEVELS == TOPO_LEVELS, "TOPO_LEVELS counts levels[]");
 
 /* Does NUMA node o stand for no locality of its own: it shares its cpus with
  * an earlier node (DRAM and MCDRAM of one KNL cluster), or it spans other
@@ -435,16 +549,18 @@ static int level_width(hwloc_obj_type_t type) {
   return n;
 }
 
-/* Groups = the objects of one level; a cpu goes to the first object holding it. */
-static void groups_by_level(int lv) {
+/* Groups = the objects of one level; a cpu goes to the first object holding
+ * it.  Worked out for every level while the topology is loaded
+ * (level_group[][lv], T.level_groups[lv]), picked by groups_by_level(). */
+static void read_level(int lv) {
   int g = 0;
-  for (int i = 0; i < T.ncpus; i++) T.cpu_group[T.pu_order[i]] = -1;
+  for (int i = 0; i < T.ncpus; i++) level_group[T.pu_order[i]][lv] = -1;
   for (hwloc_obj_t o = NULL; level_next(levels[lv].type, o, &o);) {
     int used = 0;
     int cpu;
     hwloc_bitmap_foreach_begin(cpu, o->cpuset) {
-      if (cpu < HPCMEM_TOPO_MAX_CPUS && T.cpu_numa[cpu] >= 0 && T.cpu_group[cpu] < 0) {
-        T.cpu_group[cpu] = (int16_t)g;
+      if (cpu < HPCMEM_TOPO_MAX_CPUS && T.cpu_numa[cpu] >= 0 && level_group[cpu][lv] < 0) {
+        level_group[cpu][lv] = (int16_t)g;
         used = 1;
       }
     }
@@ -453,8 +569,18 @@ static void groups_by_level(int lv) {
   }
   int stray = 0;  /* cpus outside every object of the level share one more group */
   for (int i = 0; i < T.ncpus; i++)
-    if (T.cpu_group[T.pu_order[i]] < 0) { T.cpu_group[T.pu_order[i]] = (int16_t)g; stray = 1; }
-  T.ngroups = g + stray > 0 ? g + stray : 1;
+    if (level_group[T.pu_order[i]][lv] < 0) { level_group[T.pu_order[i]][lv] = (int16_t)g; stray = 1; }
+  T.level_groups[lv] = g + stray > 0 ? g + stray : 1;
+  T.level_width[lv] = level_width(levels[lv].type);
+}
+
+static void read_levels(void) {
+  for (int lv = 0; lv < NLEVELS; lv++) read_level(lv);
+}
+
+static void groups_by_level(int lv) {
+  for (int i = 0; i < T.ncpus; i++) T.cpu_group[T.pu_order[i]] = level_group[T.pu_order[i]][lv];
+  T.ngroups = T.level_groups[lv];
   T.group_level = levels[lv].name;
 }
 
@@ -465,8 +591,7 @@ static int level_index(hwloc_obj_type_t type) {
 }
 
 static void build_groups(int hint) {
-  int width[NLEVELS];
-  for (int i = 0; i < NLEVELS; i++) width[i] = level_width(levels[i].type);
+  const int *width = T.level_width;
   if (hint > 0) {
     /* finest level (most objects) whose objects average at least hint cpus */
     int pick = level_index(HWLOC_OBJ_MACHINE);
@@ -595,6 +720,18 @@ static void read_nodes(void) {
     n->bandwidth = node_memattr(HWLOC_MEMATTR_ID_BANDWIDTH, o);
     n->latency = node_memattr(HWLOC_MEMATTR_ID_LATENCY, o);
   }
+  for (int i = 0; i < T.nnodes; i++) {   /* the cpusets, kept after hwloc is gone */
+    memset(node_cpus[i], 0, sizeof node_cpus[i]);
+    int cpu;
+    if (T.node_obj[i]->cpuset) {
+      hwloc_bitmap_foreach_begin(cpu, T.node_obj[i]->cpuset) {
+        if (cpu >= HPCMEM_TOPO_MAX_CPUS) break;
+        mask_set(node_cpus[i], cpu);
+      }
+      hwloc_bitmap_foreach_end();
+    }
+  }
+  T.from_hwloc = 1;
   classify_nodes();
 }
 
@@ -723,17 +860,45 @@ static int open_topology(const char *xml_path, pending_t *warn) {
 
 static void load_minimal(void);
 
+/* hwloc opens every plugin in its plugin directory when the first topology
+ * of the process is made (PCI, OpenCL, GL: libpciaccess, libOpenCL, libX11,
+ * libxcb ...), though none of them adds anything our tables use.  An empty
+ * HWLOC_PLUGINS_PATH keeps them all out of our topology; a path the user
+ * set is left alone.  The application's own hwloc topologies, made after
+ * ours is gone, see the environment as it was. */
+static int plugins_off(void) {
+  if (getenv("HWLOC_PLUGINS_PATH")) return 0;
+  return setenv("HWLOC_PLUGINS_PATH", "", 1) == 0;
+}
+
+static void release_hwloc(void) {
+  if (T.topo) hwloc_topology_destroy(T.topo);
+  T.topo = NULL;
+  memset(T.node_obj, 0, sizeof T.node_obj);
+  hwloc_close();
+}
+
 int _hpcmem_topo_load(const char *xml_path_or_null) {
   pending_t warn;
   warn.count = 0;
+  char why[256];
   _hpcmem_topo_unload();
+  int r = hwloc_open(why, sizeof why);
+  if (r != 0) {
+    load_minimal();
+    _hpcmem_warn("cannot open hwloc (%s); using one NUMA node with %d cpus", why, T.ncpus);
+    return r;
+  }
   unsigned api = hwloc_get_api_version();
-  int r = -ENOSYS;
-  if ((api >> 16) == (HWLOC_API_VERSION >> 16))
+  r = -ENOSYS;
+  if ((api >> 16) == (HWLOC_API_VERSION >> 16)) {
+    int unset = plugins_off();
     r = open_topology(xml_path_or_null, &warn);
-  else
+    if (unset) unsetenv("HWLOC_PLUGINS_PATH");
+  } else {
     _hpcmem_warn("the hwloc library (API %x) does not match the headers libhpcmem was built with (%x)", api,
                  (unsigned)HWLOC_API_VERSION);
+  }
   if (r != 0) {
     load_minimal();
     _hpcmem_warn("hwloc cannot describe this machine (%s); using one NUMA node with %d cpus", strerror(-r),
@@ -744,15 +909,16 @@ int _hpcmem_topo_load(const char *xml_path_or_null) {
     read_nodes();
     read_cpus();
     read_cores_and_caches();
+    read_levels();
     T.loaded = 1;
     build_groups(0);
   }
+  release_hwloc();
   return r;
 }
 
 void _hpcmem_topo_unload(void) {
-  if (T.topo) hwloc_topology_destroy(T.topo);
-  T.topo = NULL;
+  release_hwloc();
   reset_tables();
 }
 
@@ -800,7 +966,7 @@ int _hpcmem_topo_group_count(int threads_per_group_hint) {
   if (heaps > 0) {
     groups_by_count(heaps);
 #ifdef HAVE_HWLOC
-  } else if (T.topo) {
+  } else if (T.from_hwloc) {
     build_groups(threads_per_group_hint);
 #endif
   } else {

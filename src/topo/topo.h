@@ -4,9 +4,11 @@
  *
  * hwloc calls malloc and this layer lives inside the allocator, so
  * _hpcmem_topo_load() runs only once the allocator works (the core calls it
- * from the library constructor, behind a recursion guard).  Every other
- * function here reads the tables only: no heap, no locks, no system calls,
- * and each has an answer before the load (one node, one group).
+ * from the library constructor, behind a recursion guard).  The load opens
+ * hwloc with dlopen and closes it again once the tables are filled: hwloc is
+ * not resident afterwards.  Every other function here reads the tables
+ * only: no heap, no locks, no system calls, no hwloc, and each has an answer
+ * before the load (one node, one group).
  *
  * Indexes: "cpu" is always the OS cpu number (sched_getcpu); a NUMA node is
  * named by its OS index (what mbind takes) except in _hpcmem_topo_numa_info,
