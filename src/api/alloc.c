@@ -128,30 +128,14 @@ static unsigned topo_group(int cpu) {
   return g < 0 ? 0 : (unsigned)g;
 }
 
-/* hwloc loads every plugin it finds when the first topology of the process
- * is made, and keeps them while any topology lives.  Its libxml2 XML plugin
- * pulls in libxml2, ICU and libstdc++: 2.5 MiB of RSS in every process, for
- * nothing hwloc's built-in XML reader and writer do not do as well.  It is
- * left out (unless the user set HWLOC_PLUGINS_BLACKLIST or asked for
- * libxml2 with HWLOC_LIBXML*); the variable is removed again once our
- * topology is loaded.  The device plugins (PCI, OpenCL, GL) stay: the
- * application may want the devices they describe. */
-static int hwloc_skip_libxml(void) {
-  if (getenv("HWLOC_PLUGINS_BLACKLIST") || getenv("HWLOC_LIBXML") || getenv("HWLOC_LIBXML_IMPORT") ||
-      getenv("HWLOC_LIBXML_EXPORT"))
-    return 0;
-  return setenv("HWLOC_PLUGINS_BLACKLIST", "hwloc_xml_libxml", 0) == 0;
-}
-
 /* What needs a working malloc comes here, after the allocator started:
- * hwloc allocates while it loads the topology. */
+ * hwloc allocates while it loads the topology.  src/topo opens hwloc only
+ * for that load, without its plugins, and closes it again (docs/footprint.md). */
 __attribute__((constructor(101))) static void hpcmem_constructor(void) {
   if (!_hpcmem_ready) _hpcmem_init();
   pthread_atfork(fork_prepare, fork_parent, fork_child);
   if (_hpcmem_trace_enabled) _hpcmem_trace_lib_enter();   /* hwloc's allocations are ours: S */
-  int skipped = hwloc_skip_libxml();
   int loaded = _hpcmem_topo_load(NULL) == 0 && _hpcmem_topo_group_count(0) > 0;
-  if (skipped) unsetenv("HWLOC_PLUGINS_BLACKLIST");
   if (_hpcmem_trace_enabled) _hpcmem_trace_lib_leave();
   if (loaded) {
     _hpcmem_cpu_to_group = topo_group;
