@@ -33,11 +33,17 @@ struct hmt_symtab {
   size_t nmods;
   hmt_map_t mod_index;  /* hash of path + build id -> index */
   hmt_map_t cache;      /* (module index, file address) -> symbol index */
-  hmt_sym_t *syms;
-  size_t nsyms, syms_cap;
+  hmt_sym_t **chunks;   /* symbols in fixed chunks: a pointer handed out stays valid */
+  size_t nsyms, nchunks;
   char **warnings;
   size_t nwarnings;
 };
+
+/* Callers keep the pointers hmt_sym_lookup returns while they look up more
+ * frames, so the symbols never move: they live in chunks that are never
+ * reallocated, only the small chunk index is. */
+enum { SYM_CHUNK = 1024 };
+static hmt_sym_t *sym_at(const struct hmt_symtab *s, size_t i) { return &s->chunks[i / SYM_CHUNK][i % SYM_CHUNK]; }
 
 static uint64_t hash_bytes(const void *p, size_t n, uint64_t h) {
   const uint8_t *b = p;
@@ -85,7 +91,7 @@ void hmt_sym_free(hmt_symtab_t *s) {
   }
   free(s->mods);
   for (size_t i = 0; i < s->nsyms; i++) {
-    hmt_sym_t *y = &s->syms[i];
+    hmt_sym_t *y = sym_at(s, i);
     for (int k = 0; k < y->ninl; k++) {
       free((char *)y->inl[k].function);
       free((char *)y->inl[k].file);
@@ -96,7 +102,8 @@ void hmt_sym_free(hmt_symtab_t *s) {
     free((char *)y->file);
     free((char *)y->decl_file);
   }
-  free(s->syms);
+  for (size_t i = 0; i < s->nchunks; i++) free(s->chunks[i]);
+  free(s->chunks);
   for (size_t i = 0; i < s->nwarnings; i++) free(s->warnings[i]);
   free(s->warnings);
   hmt_map_free(&s->mod_index);
@@ -334,14 +341,15 @@ const hmt_sym_t *hmt_sym_lookup(hmt_symtab_t *s, const hmt_reader_t *rd, uint64_
   uint64_t key = ((uint64_t)(mi + 1) << 44) ^ faddr;
   if (key == HMT_MAP_EMPTY) key = 0;
   uint64_t *v = hmt_map_get(&s->cache, key);
-  if (v) return &s->syms[*v];
-  if (s->nsyms == s->syms_cap) {
-    size_t c = s->syms_cap ? s->syms_cap * 2 : 1024;
-    hmt_sym_t *n = realloc(s->syms, c * sizeof *n);
-    if (!n) return &unknown;
-    s->syms = n; s->syms_cap = c;
+  if (v) return sym_at(s, *v);
+  if (s->nsyms == s->nchunks * SYM_CHUNK) {
+    hmt_sym_t **c = realloc(s->chunks, (s->nchunks + 1) * sizeof *c);
+    if (!c) return &unknown;
+    s->chunks = c;
+    if (!(c[s->nchunks] = malloc(SYM_CHUNK * sizeof **c))) return &unknown;
+    s->nchunks++;
   }
-  hmt_sym_t *out = &s->syms[s->nsyms];
+  hmt_sym_t *out = sym_at(s, s->nsyms);
   memset(out, 0, sizeof *out);
   out->module = mi >= 0 ? s->mods[mi].path : "?";
   if (mi >= 0 && s->method != HMT_SYM_NONE) {
