@@ -47,7 +47,7 @@ typedef struct hpcmem_large_rec hpcmem_large_rec_t;
 
 /* A part of the data region with its own blocks.  With huge pages on, the
  * upper half of the reservation is a second arena for blocks of 16 MiB and
- * more, marked MADV_HUGEPAGE once at start-up. */
+ * more, whose interiors are advised MADV_HUGEPAGE (see thp_advise). */
 #define HPCMEM_LARGE_QUICK 8        /* most blocks the quick list holds */
 #define HPCMEM_LARGE_CLASSES 192   /* size classes of the free-block trees (4 per power of 2) */
 typedef struct hpcmem_large_arena {
@@ -94,6 +94,7 @@ typedef struct hpcmem_large {
    * not in the trees), oldest first; a request they fit takes one back
    * without a tree operation.  Sizes are kept here so a scan reads no record. */
   unsigned nquick, quick_max;
+  size_t quick_block_max;   /* only blocks smaller than this go on it */
   size_t quick_bytes;
   size_t quick_usable[HPCMEM_LARGE_QUICK];
   hpcmem_large_rec_t *quick[HPCMEM_LARGE_QUICK];
@@ -121,6 +122,7 @@ typedef struct hpcmem_large {
   int hside;
   char *harea[2];                        /* the table doubles from one area into the other */
   uintptr_t *ring;                       /* recent frees, to tell a double free */
+  uint64_t *hbits;                       /* huge arena: 2 MiB chunks advised MADV_HUGEPAGE */
   unsigned ring_pos;
 
   size_t live_bytes, overhead_bytes, free_bytes, retained_bytes, decayed_bytes;

@@ -1172,15 +1172,17 @@ TEST(_hpcmem_large_quick, FullListSendsTheOldestToTheTree) {
 
 TEST(_hpcmem_large_quick, BoundedInBytes) {
   Tier t(NEVER, 4096 * MiB, 256, 128 * KiB, Q);
-  char *huge = t.alloc(65 * MiB), *a = t.alloc(40 * MiB), *b = t.alloc(40 * MiB), *g = t.alloc(1 * MiB);
-  ASSERT_TRUE(huge && a && b && g);
-  ASSERT_EQ(t.free(huge), 0);         // larger than the list may hold
+  std::vector<char *> v;
+  for (int i = 0; i < 4; i++) v.push_back(t.alloc(12 * MiB));
+  char *huge = t.alloc(16 * MiB), *g = t.alloc(1 * MiB);
+  ASSERT_TRUE(huge && g);
+  ASSERT_EQ(t.free(huge), 0);         // blocks of the huge-page size never go on it
   EXPECT_EQ(t.stats().quick_blocks, 0u);
-  ASSERT_EQ(t.free(a), 0);
-  ASSERT_EQ(t.free(b), 0);            // a leaves: 80 MiB would be too much
+  for (char *p : v) ASSERT_EQ(t.free(p), 0);   // 48 MiB would be too much: the oldest leave
   auto s = t.stats();
-  EXPECT_EQ(s.quick_blocks, 1u);
-  EXPECT_EQ(s.quick_bytes, 40 * MiB);
+  EXPECT_EQ(s.quick_blocks, 2u);
+  EXPECT_EQ(s.quick_bytes, 24 * MiB);
+  EXPECT_EQ(t.free(v[0]), -EALREADY);
   EXPECT_EQ(t.check(), 0);
   EXPECT_EQ(t.free(g), 0);
 }
@@ -1225,4 +1227,47 @@ TEST(_hpcmem_large_quick, OffWithImmediateDecay) {
   EXPECT_EQ(resident(a, 1 * MiB), 0u);
   EXPECT_EQ(t.free(g), 0);
   EXPECT_EQ(t.check(), 0);
+}
+
+TEST(_hpcmem_large_alloc, HugePagesOnlyInsideBigBlocks) {
+  if (!thp_available()) GTEST_SKIP() << "transparent huge pages disabled on this system";
+  hpcmem_large_t L;
+  hpcmem_large_config_t c = {};
+  c.reserve = 4096 * MiB;
+  c.align = 256;
+  c.min_split = 128 * KiB;
+  c.decay_ns = NEVER;
+  c.thp = 1;
+  ASSERT_EQ(_hpcmem_large_init(&L, &c), 0);
+  // the first and the last byte written: two small pages, no huge page
+  for (size_t n : {16 * MiB, 32 * MiB + 4096, 64 * MiB}) {
+    char *big = (char *)_hpcmem_large_alloc(&L, n, 0);
+    ASSERT_NE(big, nullptr);
+    big[0] = 1;
+    big[n - 1] = 1;
+    EXPECT_EQ(resident(big - 2 * MiB, n + 4 * MiB), 2u) << n;
+    // the interior still gets huge pages (where the kernel has one)
+    char *mid = (char *)(((uintptr_t)big + n / 2) & ~(uintptr_t)(2 * MiB - 1));
+    mid[100] = 1;
+    size_t r = resident(mid, 2 * MiB);
+    EXPECT_TRUE(r == 1 || r == 512) << r;
+    EXPECT_EQ(_hpcmem_large_free(&L, big, nullptr), 0);
+    _hpcmem_large_decay(&L, 0, 1);
+    EXPECT_EQ(_hpcmem_large_check(&L), 0);
+  }
+  // a small block carved where a big one had its interior: small pages again
+  char *a = (char *)_hpcmem_large_alloc(&L, 20 * MiB, 0);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(_hpcmem_large_free(&L, a, nullptr), 0);
+  _hpcmem_large_decay(&L, 0, 1);
+  char *b = (char *)_hpcmem_large_alloc(&L, 20 * MiB, 0), *d = nullptr;
+  ASSERT_EQ(b, a);
+  EXPECT_EQ(_hpcmem_large_resize(&L, b, 17 * MiB), 0);   // the tail is free again
+  d = (char *)_hpcmem_large_alloc(&L, 16 * MiB, 0);      // starts near b's end
+  ASSERT_NE(d, nullptr);
+  d[0] = 1;
+  d[16 * MiB - 1] = 1;
+  EXPECT_EQ(resident(d, 16 * MiB), 2u);
+  EXPECT_EQ(_hpcmem_large_check(&L), 0);
+  _hpcmem_large_destroy(&L);
 }
