@@ -566,19 +566,19 @@ static void quick_evict(hpcmem_large_t *L, unsigned i) {
 
 /* r, just freed (uncounted, still in the hash table), joins the list. */
 static void quick_push(hpcmem_large_t *L, rec_t *r, uint64_t now) {
-  while (L->nquick && (L->nquick == L->quick_max || L->quick_bytes + r->size > QUICK_BYTES))
-    quick_evict(L, 0);
   r->state = REC_CACHED;
   r->stamp = now;
   r->dlo = r->start;     /* the owner may have touched all of it */
   r->dhi = rend(r);
-  L->quick[L->nquick] = r;
-  L->quick_usable[L->nquick] = usable(r);
-  L->nquick++;
-  L->quick_bytes += r->size;
+  L->quick_bytes += r->size;   /* counted first: the byte sums hold while the oldest leave */
   L->free_blocks++;
   L->free_bytes += r->size;
   L->retained_bytes += r->size;
+  while (L->nquick && (L->nquick == L->quick_max || L->quick_bytes > QUICK_BYTES))
+    quick_evict(L, 0);
+  L->quick[L->nquick] = r;
+  L->quick_usable[L->nquick] = usable(r);
+  L->nquick++;
 }
 
 /* The entry that serves kb bytes at align with the least waste (at most an
