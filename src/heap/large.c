@@ -911,6 +911,11 @@ static void *large_alloc(hpcmem_large_t *L, size_t size, size_t align, size_t *u
     if (usable_out) *usable_out = u;
     return r->data;
   }
+  /* a miss sends the list to the trees first: its blocks merge with their
+   * free neighbours, and a larger request can grow into what was freed
+   * (a size sweep that touches every page faulted each size in afresh,
+   * 1.5-3.8x slower, while the list kept the previous size aside) */
+  while (L->nquick) quick_evict(L, 0);
   if (hash_reserve(L) < 0) goto nomem;
   /* huge requests have their own arena when there are two; either arena
    * serves the other's requests when its own is full */

@@ -1102,20 +1102,42 @@ TEST(_hpcmem_large_quick, FreedBlockIsReusedWhole) {
   EXPECT_EQ(t.check(), 0);
 }
 
-TEST(_hpcmem_large_quick, TooMuchWasteOrTooSmallGoesToTheTree) {
+TEST(_hpcmem_large_quick, FitsWithLittleWaste) {
   Tier t(NEVER, 4096 * MiB, 256, 128 * KiB, Q);
   char *a = t.alloc(8 * MiB), *guard = t.alloc(1 * MiB);
   ASSERT_EQ(t.free(a), 0);
-  char *b = t.alloc(6 * MiB);       // would waste a quarter of the block
-  EXPECT_NE(b, a);
-  char *c = t.alloc(9 * MiB);       // does not fit
-  EXPECT_NE(c, a);
-  EXPECT_EQ(t.stats().quick_blocks, 1u);
   char *d = t.alloc(7 * MiB + 512 * KiB);   // 1/16 of waste: fits
   EXPECT_EQ(d, a);
+  EXPECT_EQ(_hpcmem_large_usable_size(&t.L, d), 8 * MiB);
   EXPECT_EQ(t.check(), 0);
-  for (char *p : {b, c, d, guard}) EXPECT_EQ(t.free(p), 0);
+  for (char *p : {d, guard}) EXPECT_EQ(t.free(p), 0);
   EXPECT_EQ(t.check(), 0);
+}
+
+TEST(_hpcmem_large_quick, MissSendsTheListToTheTree) {
+  Tier t(NEVER, 4096 * MiB, 256, 128 * KiB, Q);
+  char *a = t.alloc(8 * MiB), *b = t.alloc(1 * MiB), *guard = t.alloc(1 * MiB);
+  ASSERT_EQ(t.free(a), 0);
+  ASSERT_EQ(t.free(b), 0);
+  EXPECT_EQ(t.stats().quick_blocks, 2u);
+  // 6 MiB would waste a quarter of a's block: a miss; both blocks merge in the
+  // tree and the request is carved from the front of the merged block
+  char *c = t.alloc(6 * MiB);
+  EXPECT_EQ(c, a);
+  EXPECT_EQ(_hpcmem_large_usable_size(&t.L, c), 6 * MiB);
+  auto s = t.stats();
+  EXPECT_EQ(s.quick_blocks, 0u);
+  EXPECT_EQ(s.free_blocks, 1u);
+  EXPECT_EQ(s.free_bytes, 3 * MiB);
+  EXPECT_EQ(t.free(b), -EALREADY);
+  EXPECT_EQ(t.check(), 0);
+  // a larger request grows into what was freed at the end of the extent
+  EXPECT_EQ(t.free(guard), 0);
+  EXPECT_EQ(t.free(c), 0);
+  char *d = t.alloc(12 * MiB);
+  EXPECT_EQ(d, a);
+  EXPECT_EQ(t.check(), 0);
+  EXPECT_EQ(t.free(d), 0);
 }
 
 TEST(_hpcmem_large_quick, HonoursAlignment) {
