@@ -67,6 +67,11 @@ typedef struct {
   void *zlib;        /* z_stream, deflateInit done */
   uint8_t *out;      /* output buffer */
   size_t out_cap;
+  uint8_t *col;      /* an EVENTS block regrouped in columns */
+  size_t col_cap;
+  void *pool;        /* the column encoder's stream chunks */
+  size_t pool_cap;
+  hmt_col_work_t *work;
 } hmt_comp_t;
 
 static hmt_comp_t comps[HMT_NCOMP];
@@ -135,12 +140,26 @@ static size_t run_codec(hmt_comp_t *c, int codec, const void *src, size_t len) {
   return 0;
 }
 
+static int ensure(void **buf, size_t *cap, size_t need) {
+  if (*cap >= need) return 0;
+  _hpcmem_trace_free(*buf);
+  *buf = _hpcmem_trace_alloc(need);
+  *cap = *buf ? need : 0;
+  return *buf ? 0 : -ENOMEM;
+}
+
 /* Compress src with a free shared compressor; the result stays in that
  * compressor's buffer, so the caller writes it and then releases with
  * _hpcmem_compress_done.  Returns the compressor (and *out, *out_len) or
  * NULL: codec unavailable, none free and may_wait == 0, failure, or no gain. */
 void *_hpcmem_compress_begin(int codec, const void *src, size_t len, int may_wait,
                              const void **out, size_t *out_len) {
+  return _hpcmem_compress_events_begin(codec, src, len, NULL, 0, may_wait, out, out_len, NULL, NULL);
+}
+
+void *_hpcmem_compress_events_begin(int codec, const void *src, size_t len, const hmt_state_t *base, unsigned shift,
+                                    int may_wait, const void **out, size_t *out_len, size_t *raw_len, int *columns) {
+  if (columns) *columns = 0;
   if (codec == HMT_CODEC_NONE || !_hpcmem_codec_available(codec) || len == 0) return NULL;
   int tid = _hpcmem_trace_tid();
   hmt_comp_t *c = NULL;
@@ -151,7 +170,16 @@ void *_hpcmem_compress_begin(int codec, const void *src, size_t len, int may_wai
     c = &comps[(unsigned)tid % HMT_NCOMP];
     _hpcmem_tlock(&c->lock, tid);
   }
-  size_t n = 0;
+  size_t n = 0, rl = len;
+  if (base && ensure(&c->pool, &c->pool_cap, hmt_col_pool_size(len)) == 0 &&
+      ensure((void **)&c->col, &c->col_cap, len + 64) == 0 &&
+      (c->work || (c->work = _hpcmem_trace_alloc(sizeof *c->work)))) {
+    hmt_state_t st = *base;
+    size_t cl = hmt_columns_encode(src, len, &st, shift, c->col, c->pool, c->work);
+    if (cl) { src = c->col; len = cl; *columns = 1; }
+  }
+  if (raw_len) *raw_len = len;
+  (void)rl;
   if (ensure_out(c, _hpcmem_compress_bound(codec, len)) == 0) n = run_codec(c, codec, src, len);
   if (n == 0 || n >= len) { _hpcmem_tlock_release(&c->lock); return NULL; }
   *out = c->out; *out_len = n;
@@ -175,6 +203,9 @@ void _hpcmem_compress_reset(void) {
     if (c->zlib) { deflateEnd(c->zlib); _hpcmem_trace_free(c->zlib); }
 #endif
     _hpcmem_trace_free(c->out);
+    _hpcmem_trace_free(c->col);
+    _hpcmem_trace_free(c->pool);
+    _hpcmem_trace_free(c->work);
     memset(c, 0, sizeof *c);
   }
 }

@@ -33,6 +33,10 @@
 /* a buffer older than this is written even if not full, so that a rank
  * killed with SIGKILL loses at most this much of a slow thread's events */
 #define HMT_FLUSH_AGE_NS (2ull * 1000 * 1000 * 1000)
+/* compressed blocks keep time in ticks of 2^10 ns (about 1 us): the
+ * nanoseconds below are mostly the clock's noise, and cost two thirds of
+ * the compressed bytes of an event (docs/trace-format.md) */
+#define HMT_TICK_SHIFT 10
 
 typedef struct hmt_tbuf {
   struct hmt_tbuf *next;      /* all buffers ever made (never unlinked) */
@@ -288,9 +292,12 @@ static int write_chunk(hmt_tbuf_t *b, size_t end, uint64_t count, int may_wait) 
   blk.count = (uint32_t)count;
   blk.base_time = b->base.time; blk.base_ptr = b->base.ptr; blk.base_stack = b->base.stack;
   const void *out = raw;
-  size_t out_len = len;
-  void *comp = _hpcmem_compress_begin(G.codec, raw, len, may_wait, &out, &out_len);
+  size_t out_len = len, raw_len = len;
+  int columns = 0;
+  void *comp = _hpcmem_compress_events_begin(G.codec, raw, len, &b->base, HMT_TICK_SHIFT, may_wait, &out, &out_len,
+                                             &raw_len, &columns);
   blk.codec = comp ? (uint8_t)G.codec : HMT_CODEC_NONE;
+  if (comp && columns) { blk.flags = HMT_BF_COLUMNS; blk.raw_len = (uint32_t)raw_len; }
   blk.stored_len = (uint32_t)out_len;
   int err = _hpcmem_tfile_write_block(&blk, out, may_wait);
   _hpcmem_compress_done(comp);

@@ -117,6 +117,11 @@ const char *_hpcmem_stack_method_name(int method);
  * and may_wait == 0 (signal handler), it failed, or it did not shrink. */
 void *_hpcmem_compress_begin(int codec, const void *src, size_t len, int may_wait,
                              const void **out, size_t *out_len);
+/* The same for the rows of an EVENTS block encoded against *base: they are
+ * regrouped in columns first (time ticks of 2^shift ns) when that works;
+ * *columns says so, *raw_len is the length before compression. */
+void *_hpcmem_compress_events_begin(int codec, const void *src, size_t len, const hmt_state_t *base, unsigned shift,
+                                    int may_wait, const void **out, size_t *out_len, size_t *raw_len, int *columns);
 void _hpcmem_compress_done(void *comp);
 size_t _hpcmem_compress_bound(int codec, size_t len);
 int _hpcmem_codec_available(int codec);
