@@ -662,6 +662,10 @@ static int fill(hmt_reader_t *r, stream_t *s) {
 static int before(const hmt_reader_t *r, size_t a, size_t b) {
   const stream_t *x = &r->streams[a], *y = &r->streams[b];
   if (x->ev.time != y->ev.time) return x->ev.time < y->ev.time;
+  /* same tick (columnar blocks keep time to 2^10 ns): a free comes before
+   * another thread's allocation of the same address, which it made possible */
+  if (x->ev.type == HPCMEM_EV_FREE && y->ev.type != HPCMEM_EV_FREE && x->ev.ptr && x->ev.ptr == y->ev.ptr) return 1;
+  if (y->ev.type == HPCMEM_EV_FREE && x->ev.type != HPCMEM_EV_FREE && y->ev.ptr && y->ev.ptr == x->ev.ptr) return 0;
   if (x->block_off != y->block_off) return x->block_off < y->block_off;
   return a < b;
 }
