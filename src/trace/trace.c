@@ -1,19 +1,31 @@
-/* The event recorder: per-thread buffers, the event hook, flushing.
+/* The event recorder: per-thread buffers, the event hook, a writer thread.
  *
- * Each thread appends encoded records (include/hpcmem_trace_format.h) to
- * its own buffer without locks; `committed` is published after each whole
- * record.  A full buffer is compressed and written as one block by its
- * owner.  Another thread -- or a signal handler on this one -- may write
- * the committed part of any buffer (flush_all): it takes the buffer's lock,
- * writes [flushed, committed) and advances `flushed`, decoding that range
- * to learn the encoder state at its end, which becomes the next block's
- * base.  So the owner's fast path has no atomic read-modify-write at all.
+ * The allocating thread does as little as it can: it reads the time stamp
+ * counter, finds its stack id (stack.c's cache) and stores a few fixed-size
+ * words in its own buffer ("raw entries", below; nothing here is varint or
+ * delta encoded), without locks.  `committed` is published after each
+ * whole entry.  Each thread has two halves: when one is full the owner
+ * hands it to the writer thread and goes on in the other.  The writer
+ * turns raw entries into the records of include/hpcmem_trace_format.h,
+ * converts time stamp counter ticks to nanoseconds, regroups the records
+ * in columns, compresses them and writes the block -- all off the
+ * allocating thread, on the other core.  If the writer has not finished
+ * the other half when the owner needs it, the owner writes it itself
+ * (nothing is dropped, memory stays bounded).
+ *
+ * Anyone else -- flush_all from another thread, exit, a signal handler on
+ * this one, the writer for a buffer that has waited too long -- writes the
+ * committed part of a buffer under the buffer's lock: first the half that
+ * waits for the writer, then [flushed, committed) of the current one.  The
+ * encoder state (the previous record's time, address, stack) lives with
+ * the buffer and is only touched under that lock, so blocks of a thread
+ * are written in order whoever writes them.
  *
  * Re-entrancy: stack capture (libunwind, glibc's backtrace) may call
  * malloc, which comes back here.  A thread-local flag stops the recursion;
- * an event that arrives while this thread is capturing is recorded as
- * libhpcmem-internal (S) without a stack, one that arrives while it is
- * writing is counted as dropped. */
+ * an event that arrives while this thread is capturing (or starting the
+ * writer thread) is recorded as libhpcmem-internal (S) without a stack, one
+ * that arrives while it is writing is counted as dropped. */
 #include "config.h"
 #include "trace/trace.h"
 #include "prim/prim.h"
@@ -29,6 +41,8 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/futex.h>
+#include <signal.h>
 
 /* a buffer older than this is written even if not full, so that a rank
  * killed with SIGKILL loses at most this much of a slow thread's events */
@@ -38,21 +52,34 @@
  * the compressed bytes of an event (docs/trace-format.md) */
 #define HMT_TICK_SHIFT 10
 
+/* Raw entries (in memory only; the writer turns them into records).  Word
+ * 0 is the kind (a record tag: type | HMT_TAG_SYS) in its top 8 bits over
+ * 56 bits of time (counter ticks since G.t0: 277 days at 3 GHz), then
+ *   FREE                ptr
+ *   MALLOC, CALLOC      ptr, size, stack
+ *   MEMALIGN            ptr, size, stack, align
+ *   REALLOC             ptr, size, stack, old_ptr
+ *   HMT_REC_STACK       (word 0's low bits: n) first, parent, frame[0 .. n-1] */
+#define RAW_KSHIFT 56
+#define RAW_TMASK ((1ull << RAW_KSHIFT) - 1)
+#define RAW_MAX_WORDS(depth) (8 + 3 + (size_t)(depth))  /* an event and a stack definition */
+
 typedef struct hmt_tbuf {
   struct hmt_tbuf *next;      /* all buffers ever made (never unlinked) */
   volatile int in_use;        /* owned by a live thread */
   int tid;
   hmt_tlock_t lock;           /* held while writing a block of this buffer */
-  volatile size_t committed;  /* end of the last whole record */
-  size_t flushed;             /* start of what is not in the file yet */
-  hmt_state_t enc;            /* owner's encoder state at `committed` */
-  hmt_state_t base;           /* encoder state at `flushed` */
-  uint64_t first_time;        /* time of the first record after `flushed` */
-  uint64_t records, records_flushed;
+  uint64_t *half[2];          /* the two halves, cap words each */
+  int cur;                    /* the half being filled */
+  volatile size_t committed;  /* words of the current half holding whole entries */
+  size_t flushed;             /* words of the current half already written */
+  volatile size_t pending;    /* words of the other half waiting for the writer (0: free) */
+  size_t cap;
+  hmt_state_t enc;            /* the record encoder's state: under `lock` */
   volatile uint64_t events;   /* recorded into this buffer (summed by fill_stats) */
   int capturing;
-  size_t cap;
-  uint8_t *buf;
+  uint8_t *rows;              /* the records of one half (writer's scratch, under `lock`) */
+  size_t rows_cap;
   uint64_t *slots;            /* capture scratch (4 x frames): where each frame was found */
   hmt_scache_t *cache;        /* recent stacks of the owning thread */
   uint64_t frames[];          /* capture scratch */
@@ -62,13 +89,20 @@ int _hpcmem_trace_enabled;
 
 static struct {
   int ready;
-  int final;                  /* after EXIT / a signal: write through */
+  volatile int final;         /* after EXIT / a signal: write through */
   int codec, depth, method;
   int stack_cache;            /* HPCMEM_TRACE_STACK_CACHE */
   size_t bufsize;
   hmt_tbuf_t *volatile all;
   uint64_t start_ns;
 } G;
+
+/* the writer thread */
+static struct {
+  volatile int state;         /* 0 not started, 1 starting, 2 running, 3 failed, 4 stopping */
+  volatile uint32_t seq;      /* bumped (futex) when a half is handed over */
+  pthread_t thread;
+} W;
 
 static struct {
 #define HMT_TRACE_STAT_(name, help) volatile uint64_t name;
@@ -84,24 +118,34 @@ static __thread int t_tid;
 #define STAT_ADD(f, n) __atomic_add_fetch(&S.f, (n), __ATOMIC_RELAXED)
 
 /* ---- the clock ---------------------------------------------------------
- * Time stamps are CLOCK_MONOTONIC nanoseconds.  clock_gettime costs 67 ns
- * on the development VM, almost half of what tracing adds to a malloc/free
- * pair without stacks; where the kernel itself keeps time with the TSC
- * (clocksource "tsc": synchronised across cores and at a constant rate) we
- * read the TSC (about 20 ns) and convert with an anchor (tsc, ns, ns per
- * tick << 32) shared by all threads, so their stamps stay comparable.
- * The rate is calibrated for 1 ms at start-up and refined against
- * CLOCK_MONOTONIC at most twice a second from the flush path; a new anchor
- * continues the old line where they meet, so time never jumps, and it goes
- * into the inactive one of two slots before the switch. */
+ * Time stamps are CLOCK_MONOTONIC nanoseconds in the file.  clock_gettime
+ * costs 67 ns on the development VM; where the kernel itself keeps time
+ * with the TSC (clocksource "tsc": synchronised across cores and at a
+ * constant rate) the allocating thread only reads the TSC (rdtsc, no
+ * conversion) and the writer converts ticks to nanoseconds with anchors
+ * (tsc, ns, ns per tick << 32) calibrated for 1 ms at start-up and refined
+ * against CLOCK_MONOTONIC at most twice a second by the writer.  A new
+ * anchor continues the old line where they meet, so time never jumps; the
+ * last HMT_ANCHORS stay, and a tick converts with the newest anchor not
+ * after it, so a buffer written late converts as it would have at once.
+ * Without the TSC the raw stamp is CLOCK_MONOTONIC ns itself. */
+#define HMT_ANCHORS 64
 typedef struct { uint64_t c, t, mult; } hmt_anchor_t;
 static struct {
   int tsc;
-  volatile int idx;
-  hmt_anchor_t a[2];
-  uint64_t c0, t0, last_fix;
+  volatile uint32_t n;        /* anchors made (the newest is a[(n - 1) % HMT_ANCHORS]) */
+  hmt_anchor_t a[HMT_ANCHORS];
+  uint64_t c0, t0, last_fix;  /* c0: raw ticks count from here */
   hmt_tlock_t lock;
 } CLK;
+
+/* the raw stamp of the allocating thread: ticks since CLK.c0 */
+static inline uint64_t clk_raw(void) {
+#if defined(__x86_64__)
+  if (CLK.tsc) return __builtin_ia32_rdtsc() - CLK.c0;
+#endif
+  return _hpcmem_prim_now_ns() - CLK.c0;
+}
 
 #if defined(__x86_64__)
 static inline uint64_t tsc_ns(const hmt_anchor_t *a, uint64_t c) {
@@ -110,18 +154,26 @@ static inline uint64_t tsc_ns(const hmt_anchor_t *a, uint64_t c) {
 }
 #endif
 
-static inline uint64_t clk_now(void) {
+/* raw stamp -> CLOCK_MONOTONIC ns */
+static uint64_t clk_ns(uint64_t raw) {
 #if defined(__x86_64__)
   if (CLK.tsc) {
-    int i = __atomic_load_n(&CLK.idx, __ATOMIC_ACQUIRE);
-    return tsc_ns(&CLK.a[i], __builtin_ia32_rdtsc());
+    uint64_t c = raw + CLK.c0;
+    uint32_t n = __atomic_load_n(&CLK.n, __ATOMIC_ACQUIRE);
+    uint32_t k = 0;
+    for (; k + 1 < n && k + 1 < HMT_ANCHORS; k++)
+      if (CLK.a[(n - 1 - k) % HMT_ANCHORS].c <= c) break;
+    return tsc_ns(&CLK.a[(n - 1 - k) % HMT_ANCHORS], c);
   }
 #endif
-  return _hpcmem_prim_now_ns();
+  return raw + CLK.c0;
 }
+
+static inline uint64_t clk_now(void) { return clk_ns(clk_raw()); }
 
 static void clk_init(void) {
   CLK.tsc = 0;
+  CLK.c0 = 0;
 #if defined(__x86_64__)
   char src[32] = "";
   int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource", O_RDONLY | O_CLOEXEC);
@@ -136,31 +188,31 @@ static void clk_init(void) {
   if (c1 <= c0) return;
   CLK.c0 = c0; CLK.t0 = t0;
   CLK.a[0] = (hmt_anchor_t){c0, t0, (uint64_t)(((unsigned __int128)(t1 - t0) << 32) / (c1 - c0))};
-  CLK.idx = 0;
+  CLK.n = 1;
   CLK.last_fix = t1;
   CLK.tsc = 1;
 #endif
 }
 
-/* Refine the rate against CLOCK_MONOTONIC (from the flush path). */
+/* Refine the rate against CLOCK_MONOTONIC (from the writer / flush path). */
 static void clk_fix(void) {
 #if defined(__x86_64__)
   if (!CLK.tsc) return;
   uint64_t tn = _hpcmem_prim_now_ns();
   if (tn - CLK.last_fix < 500000000u || !_hpcmem_tlock_try(&CLK.lock, _hpcmem_trace_tid())) return;
   uint64_t cn = __builtin_ia32_rdtsc();
-  int i = CLK.idx;
-  uint64_t pn = tsc_ns(&CLK.a[i], cn);
-  hmt_anchor_t n = {cn, pn, (uint64_t)(((unsigned __int128)(tn - CLK.t0) << 32) / (cn - CLK.c0))};
+  uint32_t n = CLK.n;
+  const hmt_anchor_t *cur = &CLK.a[(n - 1) % HMT_ANCHORS];
+  uint64_t pn = tsc_ns(cur, cn);
+  hmt_anchor_t a = {cn, pn, (uint64_t)(((unsigned __int128)(tn - CLK.t0) << 32) / (cn - CLK.c0))};
   /* far off (the machine slept, the VM moved): start from the truth */
-  if (pn > tn + 1000000 || tn > pn + 1000000) n.t = tn > CLK.a[i].t ? tn : CLK.a[i].t;
-  CLK.a[!i] = n;
-  __atomic_store_n(&CLK.idx, !i, __ATOMIC_RELEASE);
+  if (pn > tn + 1000000 || tn > pn + 1000000) a.t = tn > cur->t ? tn : cur->t;
+  CLK.a[n % HMT_ANCHORS] = a;
+  __atomic_store_n(&CLK.n, n + 1, __ATOMIC_RELEASE);
   CLK.last_fix = tn;
   _hpcmem_tlock_release(&CLK.lock);
 #endif
 }
-
 /* ---- small helpers shared by the recorder's files ------------------ */
 
 int _hpcmem_trace_tid(void) {
@@ -261,14 +313,22 @@ static hmt_tbuf_t *tbuf_acquire(void) {
   size_t head = sizeof(hmt_tbuf_t) + 5 * nframes * sizeof(uint64_t);
   head = (head + 63) & ~(size_t)63;
   size_t csize = (_hpcmem_scache_size((uint32_t)G.depth) + 63) & ~(size_t)63;
-  hmt_tbuf_t *b = _hpcmem_trace_alloc(head + csize + G.bufsize);
+  size_t words = G.bufsize / 8;
+  if (words < 4 * RAW_MAX_WORDS(G.depth)) words = 4 * RAW_MAX_WORDS(G.depth);
+  /* records are never longer than 4/3 of their raw entries (a free: 16
+   * bytes raw, at most 21 encoded) */
+  size_t rows = (words * 8 / 3 * 4 + 4095) & ~(size_t)4095;
+  hmt_tbuf_t *b = _hpcmem_trace_alloc(head + csize + 2 * words * 8 + rows);
   if (!b) return NULL;
   memset(b, 0, sizeof *b);
   b->slots = b->frames + nframes;
   b->cache = (hmt_scache_t *)((uint8_t *)b + head);
   _hpcmem_scache_clear(b->cache, (uint32_t)G.depth);
-  b->buf = (uint8_t *)b + head + csize;
-  b->cap = G.bufsize;
+  b->half[0] = (uint64_t *)((uint8_t *)b + head + csize);
+  b->half[1] = b->half[0] + words;
+  b->rows = (uint8_t *)(b->half[1] + words);
+  b->rows_cap = rows;
+  b->cap = words;
   b->in_use = 1;
   b->tid = _hpcmem_trace_tid();
   hmt_tbuf_t *old = G.all;
@@ -278,23 +338,59 @@ static hmt_tbuf_t *tbuf_acquire(void) {
   return t_buf = b;
 }
 
-/* Write [b->flushed, end) as one block whose first record is encoded
- * against `base`.  Holding b->lock. */
-static int write_chunk(hmt_tbuf_t *b, size_t end, uint64_t count, int may_wait) {
-  size_t len = end - b->flushed;
-  if (len == 0) return 0;
-  const uint8_t *raw = b->buf + b->flushed;
+/* Raw entries -> records at b->rows, against b->enc.  Returns the length;
+ * *count: records. */
+static size_t raw_to_rows(hmt_tbuf_t *b, const uint64_t *w, const uint64_t *end, uint64_t *count) {
+  uint8_t *o = b->rows;
+  uint64_t n = 0;
+  while (w < end) {
+    unsigned tag = (unsigned)(w[0] >> RAW_KSHIFT), type = tag & HMT_TAG_TYPE;
+    if (type == HMT_REC_STACK) {
+      uint32_t nf = (uint32_t)(w[0] & RAW_TMASK);
+      o = hmt_encode_stack(o, &b->enc, w[1], w[2], w + 3, nf);
+      w += 3 + nf;
+    } else {
+      uint64_t t = clk_ns(w[0] & RAW_TMASK);
+      if (t < b->enc.time) t = b->enc.time;  /* an S event recorded inside a capture came first */
+      int sys = (tag & HMT_TAG_SYS) != 0;
+      if (type == HPCMEM_EV_FREE) {
+        o = hmt_encode_event(o, &b->enc, type, sys, t, w[1], 0, 0, 0, 0);
+        w += 2;
+      } else if (type == HPCMEM_EV_MEMALIGN) {
+        o = hmt_encode_event(o, &b->enc, type, sys, t, w[1], 0, w[2], w[4], w[3]);
+        w += 5;
+      } else if (type == HPCMEM_EV_REALLOC) {
+        o = hmt_encode_event(o, &b->enc, type, sys, t, w[1], w[4], w[2], 0, w[3]);
+        w += 5;
+      } else {
+        o = hmt_encode_event(o, &b->enc, type, sys, t, w[1], 0, w[2], 0, w[3]);
+        w += 4;
+      }
+    }
+    n++;
+  }
+  *count = n;
+  return (size_t)(o - b->rows);
+}
+
+/* Write raw entries [w, end) of b as one block.  Holding b->lock. */
+static int write_raw(hmt_tbuf_t *b, const uint64_t *w, const uint64_t *end, int may_wait) {
+  if (w >= end) return 0;
+  hmt_state_t base = b->enc;
+  uint64_t count;
+  size_t len = raw_to_rows(b, w, end, &count);
+  const uint8_t *raw = b->rows;
   hmt_block_t blk;
   memset(&blk, 0, sizeof blk);
   blk.type = HMT_BLOCK_EVENTS;
   blk.raw_len = (uint32_t)len;
   blk.tid = (uint32_t)b->tid;
   blk.count = (uint32_t)count;
-  blk.base_time = b->base.time; blk.base_ptr = b->base.ptr; blk.base_stack = b->base.stack;
+  blk.base_time = base.time; blk.base_ptr = base.ptr; blk.base_stack = base.stack;
   const void *out = raw;
   size_t out_len = len, raw_len = len;
   int columns = 0;
-  void *comp = _hpcmem_compress_events_begin(G.codec, raw, len, &b->base, HMT_TICK_SHIFT, may_wait, &out, &out_len,
+  void *comp = _hpcmem_compress_events_begin(G.codec, raw, len, &base, HMT_TICK_SHIFT, may_wait, &out, &out_len,
                                              &raw_len, &columns);
   blk.codec = comp ? (uint8_t)G.codec : HMT_CODEC_NONE;
   if (comp && columns) { blk.flags = HMT_BF_COLUMNS; blk.raw_len = (uint32_t)raw_len; }
@@ -306,21 +402,50 @@ static int write_chunk(hmt_tbuf_t *b, size_t end, uint64_t count, int may_wait) 
   return 0;
 }
 
-/* The owner writes its whole buffer and starts over. */
-static void owner_flush(hmt_tbuf_t *b) {
-  _hpcmem_tlock(&b->lock, b->tid);
-  write_chunk(b, b->committed, b->records - b->records_flushed, 1);
-  /* written or not, the buffer starts over: memory stays bounded */
-  b->flushed = 0; b->records = b->records_flushed = 0;
-  b->base = b->enc;
-  __atomic_store_n(&b->committed, 0, __ATOMIC_RELEASE);
-  _hpcmem_tlock_release(&b->lock);
-  _hpcmem_tfile_check_modules(1);
-  clk_fix();
+/* The half waiting for the writer.  Holding b->lock. */
+static void write_pending(hmt_tbuf_t *b, int may_wait) {
+  size_t n = __atomic_load_n(&b->pending, __ATOMIC_ACQUIRE);
+  if (!n) return;
+  const uint64_t *h = b->half[!b->cur];
+  write_raw(b, h, h + n, may_wait);  /* written or not, the half is free again: memory stays bounded */
+  __atomic_store_n(&b->pending, 0, __ATOMIC_RELEASE);
 }
 
-/* Anyone writes the committed part of a buffer (flush_all).  Returns 0,
- * or -EBUSY when the lock is held by the interrupted owner itself. */
+static void writer_start(hmt_tbuf_t *b);
+
+/* The owner's current half is full: hand it to the writer and go on in
+ * the other one (after writing that one itself if the writer is behind). */
+static void owner_swap(hmt_tbuf_t *b) {
+  _hpcmem_tlock(&b->lock, b->tid);
+  write_pending(b, 1);
+  size_t end = b->committed;
+  if (end > b->flushed) {
+    if (W.state == 2) {
+      /* the writer reads the half from its start: move what is left to
+       * the front if part was written already (rare: an age flush) */
+      if (b->flushed) {
+        memmove(b->half[b->cur], b->half[b->cur] + b->flushed, (end - b->flushed) * 8);
+        end -= b->flushed;
+      }
+      __atomic_store_n(&b->pending, end, __ATOMIC_RELEASE);
+    } else {
+      write_raw(b, b->half[b->cur] + b->flushed, b->half[b->cur] + end, 1);
+    }
+  }
+  b->cur = !b->cur;
+  b->flushed = 0;
+  __atomic_store_n(&b->committed, 0, __ATOMIC_RELEASE);
+  _hpcmem_tlock_release(&b->lock);
+  if (b->pending) {
+    __atomic_add_fetch(&W.seq, 1, __ATOMIC_RELEASE);
+    syscall(SYS_futex, &W.seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+  }
+  if (W.state == 0) writer_start(b);
+  if (W.state != 2) { _hpcmem_tfile_check_modules(1); clk_fix(); }
+}
+
+/* Anyone writes the committed part of a buffer.  Returns 0, or -EBUSY
+ * when the lock is held by the interrupted owner itself. */
 static int partial_flush(hmt_tbuf_t *b, int may_wait) {
   int tid = _hpcmem_trace_tid();
   if (!_hpcmem_tlock_try(&b->lock, tid)) {
@@ -333,56 +458,137 @@ static int partial_flush(hmt_tbuf_t *b, int may_wait) {
       _hpcmem_tlock(&b->lock, tid);
     }
   }
+  write_pending(b, may_wait);
   size_t end = __atomic_load_n(&b->committed, __ATOMIC_ACQUIRE);
   if (end > b->flushed) {
-    /* decode what we write to learn the state at its end */
-    hmt_state_t st = b->base;
-    hmt_record_t r;
-    const uint8_t *p = b->buf + b->flushed, *e = b->buf + end;
-    uint64_t n = 0;
-    while (p < e && hmt_decode_record(&p, e, &st, &r) == HMT_OK) n++;
-    if (p == e) {
-      write_chunk(b, end, n, may_wait);
-      b->flushed = end;
-      b->base = st;
-      b->records_flushed += n;
-      b->first_time = 0;
-    }
+    write_raw(b, b->half[b->cur] + b->flushed, b->half[b->cur] + end, may_wait);
+    b->flushed = end;
   }
   _hpcmem_tlock_release(&b->lock);
   return 0;
 }
 
+/* ---- the writer thread ----------------------------------------------- */
+
+/* a buffer whose oldest unwritten entry is older than this is written by
+ * the writer even if not full, so that a rank killed with SIGKILL loses at
+ * most about this much of a slow thread's events */
+static int too_old(hmt_tbuf_t *b, uint64_t now_raw, uint64_t age_raw) {
+  size_t end = __atomic_load_n(&b->committed, __ATOMIC_ACQUIRE);
+  if (end <= b->flushed) return 0;
+  uint64_t t = b->half[b->cur][b->flushed] & RAW_TMASK;
+  return now_raw > t && now_raw - t > age_raw;
+}
+
+static void *writer_main(void *arg) {
+  (void)arg;
+  t_inside = 1;  /* the writer records nothing of its own */
+  uint64_t age_raw = HMT_FLUSH_AGE_NS;
+#if defined(__x86_64__)
+  if (CLK.tsc) age_raw = (uint64_t)(((unsigned __int128)HMT_FLUSH_AGE_NS << 32) / CLK.a[0].mult);
+#endif
+  while (__atomic_load_n(&W.state, __ATOMIC_ACQUIRE) == 2) {
+    uint32_t seq = __atomic_load_n(&W.seq, __ATOMIC_ACQUIRE);
+    int tid = _hpcmem_trace_tid(), worked = 0;
+    uint64_t now = clk_raw();
+    for (hmt_tbuf_t *b = __atomic_load_n(&G.all, __ATOMIC_ACQUIRE); b; b = b->next) {
+      if (b->pending && _hpcmem_tlock_try(&b->lock, tid)) {
+        write_pending(b, 1);
+        _hpcmem_tlock_release(&b->lock);
+        worked = 1;
+      }
+      if (b->in_use && too_old(b, now, age_raw)) partial_flush(b, 1);
+    }
+    _hpcmem_tfile_check_modules(1);
+    clk_fix();
+    if (!worked) {
+      struct timespec ts = {0, 250 * 1000 * 1000};
+      syscall(SYS_futex, &W.seq, FUTEX_WAIT_PRIVATE, seq, &ts, NULL, 0);
+    }
+  }
+  return NULL;
+}
+
+/* Started by the first hand-over (not at init: pthread_create allocates,
+ * and init runs inside the allocator's own start-up).  Its allocations
+ * are recorded as libhpcmem's own. */
+static void writer_start(hmt_tbuf_t *b) {
+  int z = 0;
+  if (!__atomic_compare_exchange_n(&W.state, &z, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) return;
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);  /* signals go to the application's threads */
+  int was = b->capturing;
+  b->capturing = 1;
+  pthread_attr_t at;
+  int err = pthread_attr_init(&at);
+  if (!err) {
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_JOINABLE);
+    pthread_attr_setstacksize(&at, 256 * 1024);
+    __atomic_store_n(&W.state, 2, __ATOMIC_RELEASE);
+    err = pthread_create(&W.thread, &at, writer_main, NULL);
+    pthread_attr_destroy(&at);
+  }
+  b->capturing = was;
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (err) {
+    __atomic_store_n(&W.state, 3, __ATOMIC_RELEASE);
+    _hpcmem_warn("trace: cannot start the writer thread (%s); threads write their own buffers", strerror(err));
+  }
+}
+
+static void writer_stop(void) {
+  if (__atomic_load_n(&W.state, __ATOMIC_ACQUIRE) != 2) { W.state = 0; return; }
+  __atomic_store_n(&W.state, 4, __ATOMIC_RELEASE);
+  __atomic_add_fetch(&W.seq, 1, __ATOMIC_RELEASE);
+  syscall(SYS_futex, &W.seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+  pthread_join(W.thread, NULL);
+  W.state = 0;
+}
+
 /* ---- the event hook -------------------------------------------------- */
 
-static void append(hmt_tbuf_t *b, unsigned kind, int sys, uint64_t t, uint64_t ptr, uint64_t old,
-                   uint64_t size, uint64_t align, uint64_t stack, const hmt_stack_def_t *def) {
-  size_t need = HMT_MAX_RECORD(0) + (def ? HMT_MAX_RECORD(def->n) : 0);
+static inline void append(hmt_tbuf_t *b, unsigned tag, uint64_t t, uint64_t ptr, uint64_t old, uint64_t size,
+                          uint64_t align, uint64_t stack, const hmt_stack_def_t *def) {
   size_t pos = b->committed;
-  if (pos + need > b->cap) { owner_flush(b); pos = 0; }
-  uint8_t *p = b->buf + pos;
-  if (def) { p = hmt_encode_stack(p, &b->enc, def->first, def->parent, b->frames, def->n); b->records++; }
-  if (t < b->enc.time) t = b->enc.time;  /* an S event recorded inside a capture came first */
-  p = hmt_encode_event(p, &b->enc, kind, sys, t, ptr, old, size, align, stack);
-  b->records++;
-  if (pos == b->flushed || b->first_time == 0) b->first_time = t;
-  __atomic_store_n(&b->committed, (size_t)(p - b->buf), __ATOMIC_RELEASE);
+  if (__builtin_expect(pos + RAW_MAX_WORDS(def ? def->n : 0) > b->cap, 0)) {
+    owner_swap(b);
+    pos = b->committed;  /* entries recorded while the writer started came first */
+  }
+  uint64_t *w = b->half[b->cur] + pos;
+  if (def) {
+    w[0] = ((uint64_t)HMT_REC_STACK << RAW_KSHIFT) | def->n;
+    w[1] = def->first; w[2] = def->parent;
+    memcpy(w + 3, b->frames, def->n * sizeof *w);
+    w += 3 + def->n;
+  }
+  unsigned type = tag & HMT_TAG_TYPE;
+  w[0] = ((uint64_t)tag << RAW_KSHIFT) | (t & RAW_TMASK);
+  w[1] = ptr;
+  if (type == HPCMEM_EV_FREE) w += 2;
+  else {
+    w[2] = size; w[3] = stack;
+    if (type == HPCMEM_EV_MEMALIGN) { w[4] = align; w += 5; }
+    else if (type == HPCMEM_EV_REALLOC) { w[4] = old; w += 5; }
+    else w += 4;
+  }
+  __atomic_store_n(&b->committed, (size_t)(w - b->half[b->cur]), __ATOMIC_RELEASE);
   /* the owner's own counter: a shared one would bounce between cores */
   __atomic_store_n(&b->events, b->events + 1, __ATOMIC_RELAXED);
-  if (G.final || t - b->first_time > HMT_FLUSH_AGE_NS) owner_flush(b);
+  if (__builtin_expect(G.final, 0)) partial_flush(b, 1);
 }
 
 __attribute__((noinline, optimize("no-omit-frame-pointer"))) void _hpcmem_trace_event(int kind, const void *ptr, size_t size,
                                                    const void *old_ptr, size_t align) {
   if (!__atomic_load_n(&_hpcmem_trace_enabled, __ATOMIC_ACQUIRE)) return;
   const void *from = __builtin_return_address(0);
-  int sys = (kind & HPCMEM_EV_SYS) || t_lib > 0;
+  unsigned sys = ((kind & HPCMEM_EV_SYS) || t_lib > 0) ? HMT_TAG_SYS : 0;
   unsigned k = (unsigned)kind & HMT_TAG_TYPE;
   if (k < HPCMEM_EV_MALLOC || k > HPCMEM_EV_MEMALIGN || ((unsigned)kind & ~(HMT_TAG_TYPE | HPCMEM_EV_SYS))) return;
   hmt_tbuf_t *b = t_buf;
   if (t_inside) {
     if (b && b->capturing)
-      append(b, k, 1, clk_now(), (uintptr_t)ptr, (uintptr_t)old_ptr, size, align, 0, NULL);
+      append(b, k | HMT_TAG_SYS, clk_raw(), (uintptr_t)ptr, (uintptr_t)old_ptr, size, align, 0, NULL);
     else
       STAT_ADD(dropped, 1);
     return;
@@ -392,7 +598,7 @@ __attribute__((noinline, optimize("no-omit-frame-pointer"))) void _hpcmem_trace_
   uint64_t stack = 0;
   hmt_stack_def_t def = {0, 0, 0};
   /* realloc to size 0 frees: no stack to keep */
-  if (hmt_is_alloc(k) && G.depth > 0 && !(k == HPCMEM_EV_REALLOC && !ptr)) {
+  if (k != HPCMEM_EV_FREE && G.depth > 0 && !(k == HPCMEM_EV_REALLOC && !ptr)) {
     b->capturing = 1;
     stack = _hpcmem_stack_get(G.stack_cache ? b->cache : NULL, b->frames, b->slots, (uint32_t)G.depth, from, __builtin_frame_address(0), &def);
     b->capturing = 0;
@@ -401,7 +607,7 @@ __attribute__((noinline, optimize("no-omit-frame-pointer"))) void _hpcmem_trace_
       _hpcmem_tfile_check_modules(1);  /* a dlopen'ed object shows up in new stacks first */
     }
   }
-  append(b, k, sys, clk_now(), (uintptr_t)ptr, (uintptr_t)old_ptr, size, align, stack, def.n ? &def : NULL);
+  append(b, k | sys, clk_raw(), (uintptr_t)ptr, (uintptr_t)old_ptr, size, align, stack, def.n ? &def : NULL);
   t_inside = 0;
 }
 
@@ -428,6 +634,9 @@ void _hpcmem_trace_flush_all(int reason) {
   int saved = t_inside;
   t_inside = 1;  /* no recording while we write */
   if (may_wait) _hpcmem_tfile_check_modules(1);
+  /* from now on (EXIT, a signal) each event is written as it comes: set
+   * before the buffers are written, so that no event falls in between */
+  if (reason == HMT_FLUSH_EXIT || in_signal) G.final = 1;
   for (hmt_tbuf_t *b = G.all; b; b = b->next) partial_flush(b, may_wait);
   hpcmem_trace_stats_t st;
   fill_stats(&st);
@@ -447,7 +656,6 @@ void _hpcmem_trace_flush_all(int reason) {
   blk.type = HMT_BLOCK_FLUSH; blk.codec = HMT_CODEC_NONE;
   blk.stored_len = blk.raw_len = (uint32_t)(p - payload);
   _hpcmem_tfile_write_block(&blk, payload, may_wait);
-  if (reason == HMT_FLUSH_EXIT || in_signal) G.final = 1;
   if (reason == HMT_FLUSH_EXIT && _hpcmem_opt(VERBOSE)) {
     uint64_t hits = 0, misses = 0;
     for (hmt_tbuf_t *b = G.all; b; b = b->next) _hpcmem_scache_counts(b->cache, &hits, &misses);
@@ -464,6 +672,11 @@ void _hpcmem_trace_thread_exit(void) {
   int saved = t_inside;
   t_inside = 1;
   partial_flush(b, 1);
+  /* the next owner starts at the front of a half */
+  _hpcmem_tlock(&b->lock, b->tid);
+  b->flushed = 0;
+  __atomic_store_n(&b->committed, 0, __ATOMIC_RELEASE);
+  _hpcmem_tlock_release(&b->lock);
   t_buf = NULL;
   __atomic_store_n(&b->in_use, 0, __ATOMIC_RELEASE);
   t_inside = saved;
@@ -477,21 +690,23 @@ void _hpcmem_trace_set_rank(int rank, int size, int64_t clock_offset_ns) {
 }
 
 /* fork: the child keeps recording into a file of its own; what the
- * parent had buffered is the parent's to write */
+ * parent had buffered is the parent's to write.  The writer thread is not
+ * in the child: the next hand-over starts one. */
 static void after_fork_child(void) {
   if (!G.ready) return;
   t_tid = 0;
+  W.state = 0;
+  W.seq = 0;
   for (hmt_tbuf_t *b = G.all; b; b = b->next) {
     b->lock.owner = 0;
     b->committed = b->flushed = 0;
-    b->records = b->records_flushed = 0;
-    b->base = b->enc;
-    b->first_time = 0;
+    b->pending = 0;
     b->events = 0;
     if (b != t_buf) b->in_use = 0;
     else b->tid = _hpcmem_trace_tid();
   }
   memset(&S, 0, sizeof S);
+  CLK.lock.owner = 0;
   /* stack definitions went to the parent's file: define them again here */
   _hpcmem_stack_reset();
   _hpcmem_compress_after_fork_child();
@@ -500,6 +715,7 @@ static void after_fork_child(void) {
 
 void _hpcmem_trace_shutdown(void) {
   if (!G.ready) return;
+  writer_stop();
   _hpcmem_trace_flush_all(HMT_FLUSH_EXPLICIT);
   __atomic_store_n(&_hpcmem_trace_enabled, 0, __ATOMIC_RELEASE);
   _hpcmem_trace_signals_uninstall();
