@@ -249,20 +249,32 @@ void _hpcmem_trace_init(void) {
   G.codec = (int)_hpcmem_opt(TRACE_COMPRESS);
   G.codec = G.codec == HPCMEM_COMPRESS_ZSTD ? HMT_CODEC_ZSTD
           : G.codec == HPCMEM_COMPRESS_ZLIB ? HMT_CODEC_ZLIB : HMT_CODEC_NONE;
-  if (!_hpcmem_codec_available(G.codec)) {
-    int alt = _hpcmem_codec_available(HMT_CODEC_ZSTD) ? HMT_CODEC_ZSTD
-            : _hpcmem_codec_available(HMT_CODEC_ZLIB) ? HMT_CODEC_ZLIB : HMT_CODEC_NONE;
-    _hpcmem_warn("trace: HPCMEM_TRACE_COMPRESS: this build has no %s; using %s",
-                 G.codec == HMT_CODEC_ZSTD ? "zstd" : "zlib",
-                 alt == HMT_CODEC_ZSTD ? "zstd" : alt == HMT_CODEC_ZLIB ? "zlib" : "none");
+  static const char *const codec_name[] = {"none", "zstd", "zlib"};
+  char why[256];
+  if (!_hpcmem_codec_built(G.codec)) {
+    int alt = _hpcmem_codec_built(HMT_CODEC_ZSTD) ? HMT_CODEC_ZSTD
+            : _hpcmem_codec_built(HMT_CODEC_ZLIB) ? HMT_CODEC_ZLIB : HMT_CODEC_NONE;
+    _hpcmem_warn("trace: HPCMEM_TRACE_COMPRESS: this build has no %s; using %s", codec_name[G.codec], codec_name[alt]);
     G.codec = alt;
+  }
+  /* the libraries are loaded now, only when tracing: a missing one is an
+   * error the user must see, and the program goes on untraced */
+  if (_hpcmem_codec_load(G.codec, why, sizeof why)) {
+    _hpcmem_warn("trace: error: HPCMEM_TRACE_COMPRESS=%s needs %s, which cannot be loaded (%s); tracing is OFF "
+                 "(HPCMEM_TRACE_COMPRESS=none traces without it)",
+                 codec_name[G.codec], _hpcmem_codec_library(G.codec), why);
+    return;
   }
   G.depth = (int)_hpcmem_opt(TRACE_DEPTH);
   G.bufsize = (size_t)_hpcmem_opt(TRACE_BUFFER);
   /* the option's order is the HMT_UNWIND_* order */
   G.method = (int)_hpcmem_opt(TRACE_UNWIND);
   G.stack_cache = (int)_hpcmem_opt(TRACE_STACK_CACHE);
-  _hpcmem_stack_init(G.method);
+  if (_hpcmem_stack_init(G.method, why, sizeof why)) {
+    _hpcmem_warn("trace: error: HPCMEM_TRACE_UNWIND=%s: %s; tracing is OFF (HPCMEM_TRACE_UNWIND=backtrace or frame "
+                 "trace without it)", _hpcmem_stack_method_name(G.method), why);
+    return;
+  }
   clk_init();
 
   hmt_header_t h;
