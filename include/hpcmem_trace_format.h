@@ -94,7 +94,8 @@ enum {
   X(stored_bytes, "event bytes after compression") \
   X(memory_bytes, "memory held by the recorder (buffers, compressors, stack table)") \
   X(threads, "thread buffers created") \
-  X(write_errors, "blocks that could not be written")
+  X(write_errors, "blocks that could not be written") \
+  X(writer_blocks, "event blocks written by the writer thread (the others: by the recording threads themselves)")
 
 /* Header flags. */
 #define HMT_HF_RANK_FROM_MPI 0x1   /**< rank/size were set by MPI_Init (else: launcher guess) */

@@ -114,6 +114,7 @@ static __thread hmt_tbuf_t *t_buf;
 static __thread int t_inside;  /* inside the recorder */
 static __thread int t_lib;     /* inside libhpcmem's own work */
 static __thread int t_tid;
+static __thread int t_writer;  /* this is the writer thread */
 
 #define STAT_ADD(f, n) __atomic_add_fetch(&S.f, (n), __ATOMIC_RELAXED)
 
@@ -411,6 +412,7 @@ static int write_raw(hmt_tbuf_t *b, const uint64_t *w, const uint64_t *end, int 
   _hpcmem_compress_done(comp);
   if (err) { STAT_ADD(write_errors, 1); return err; }
   STAT_ADD(blocks, 1); STAT_ADD(raw_bytes, len); STAT_ADD(stored_bytes, out_len);
+  if (t_writer) STAT_ADD(writer_blocks, 1);
   return 0;
 }
 
@@ -495,6 +497,7 @@ static int too_old(hmt_tbuf_t *b, uint64_t now_raw, uint64_t age_raw) {
 static void *writer_main(void *arg) {
   (void)arg;
   t_inside = 1;  /* the writer records nothing of its own */
+  t_writer = 1;
   uint64_t age_raw = HMT_FLUSH_AGE_NS;
 #if defined(__x86_64__)
   if (CLK.tsc) age_raw = (uint64_t)(((unsigned __int128)HMT_FLUSH_AGE_NS << 32) / CLK.a[0].mult);

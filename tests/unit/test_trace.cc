@@ -437,6 +437,25 @@ TEST(trace_flush_all, concurrent_with_recording_threads) {
   rm_rf(dir);
 }
 
+// Full buffers are written by the writer thread, in order, while the
+// recording thread goes on in its other half.
+TEST(trace_writer, writes_full_halves_in_order) {
+  std::string dir = make_tmpdir();
+  start_trace(dir, {"HPCMEM_TRACE_BUFFER=64K"});
+  auto want = record_sequence(200000, FAKE + 0x1000, 11);
+  hpcmem_trace_stats_t st;
+  _hpcmem_trace_get_stats(&st);
+  _hpcmem_trace_shutdown();
+  ReadBack rb = read_back(only_file(dir));
+  ASSERT_EQ(rb.rc, 0) << rb.error;
+  expect_same(want, rb.events);
+  ASSERT_TRUE(rb.info.flush.present);
+  EXPECT_GT(rb.info.flush.writer_blocks, 0u) << "the writer thread wrote some of the blocks";
+  EXPECT_LE(rb.info.flush.writer_blocks, rb.info.flush.blocks);
+  EXPECT_EQ(rb.info.flush.dropped, 0u);
+  rm_rf(dir);
+}
+
 // A thread's buffer is written when it exits and reused by the next thread.
 TEST(trace_thread_exit, flushes_and_recycles_the_buffer) {
   std::string dir = make_tmpdir();
