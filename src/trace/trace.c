@@ -63,17 +63,24 @@
 #define RAW_KSHIFT 56
 #define RAW_TMASK ((1ull << RAW_KSHIFT) - 1)
 #define RAW_MAX_WORDS(depth) (8 + 3 + (size_t)(depth))  /* an event and a stack definition */
+/* Each thread's buffer is a ring of segments: the owner fills one while
+ * the writer works through the ones handed over, so that a writer kept
+ * from running for a while (a busy machine) does not stop the owner. */
+#define HMT_SEGS 4
+#define POS_SEG(p) ((unsigned)((p) >> 48))
+#define POS_LEN(p) ((size_t)((p) & ((1ull << 48) - 1)))
+#define POS(seg, len) (((uint64_t)(seg) << 48) | (len))
 
 typedef struct hmt_tbuf {
   struct hmt_tbuf *next;      /* all buffers ever made (never unlinked) */
   volatile int in_use;        /* owned by a live thread */
   int tid;
   hmt_tlock_t lock;           /* held while writing a block of this buffer */
-  uint64_t *half[2];          /* the two halves, cap words each */
-  int cur;                    /* the half being filled */
-  volatile size_t committed;  /* words of the current half holding whole entries */
-  size_t flushed;             /* words of the current half already written */
-  volatile size_t pending;    /* words of the other half waiting for the writer (0: free) */
+  uint64_t *seg[HMT_SEGS];    /* the ring of segments, cap words each */
+  volatile uint64_t pos;      /* the owner's: segment being filled << 48 | words of whole entries in it */
+  volatile size_t ready[HMT_SEGS];  /* words of a segment handed over (0: free, or being filled) */
+  size_t done[HMT_SEGS];      /* words of a segment already written (under `lock`) */
+  unsigned tail;              /* the oldest segment handed over (under `lock`) */
   size_t cap;
   hmt_state_t enc;            /* the record encoder's state: under `lock` */
   volatile uint64_t events;   /* recorded into this buffer (summed by fill_stats) */
@@ -326,20 +333,21 @@ static hmt_tbuf_t *tbuf_acquire(void) {
   size_t head = sizeof(hmt_tbuf_t) + 5 * nframes * sizeof(uint64_t);
   head = (head + 63) & ~(size_t)63;
   size_t csize = (_hpcmem_scache_size((uint32_t)G.depth) + 63) & ~(size_t)63;
-  size_t words = G.bufsize / 8;
+  /* the segments together are twice HPCMEM_TRACE_BUFFER */
+  size_t words = G.bufsize * 2 / HMT_SEGS / 8;
   if (words < 4 * RAW_MAX_WORDS(G.depth)) words = 4 * RAW_MAX_WORDS(G.depth);
   /* records are never longer than 4/3 of their raw entries (a free: 16
    * bytes raw, at most 21 encoded) */
   size_t rows = (words * 8 / 3 * 4 + 4095) & ~(size_t)4095;
-  hmt_tbuf_t *b = _hpcmem_trace_alloc(head + csize + 2 * words * 8 + rows);
+  hmt_tbuf_t *b = _hpcmem_trace_alloc(head + csize + HMT_SEGS * words * 8 + rows);
   if (!b) return NULL;
   memset(b, 0, sizeof *b);
   b->slots = b->frames + nframes;
   b->cache = (hmt_scache_t *)((uint8_t *)b + head);
   _hpcmem_scache_clear(b->cache, (uint32_t)G.depth);
-  b->half[0] = (uint64_t *)((uint8_t *)b + head + csize);
-  b->half[1] = b->half[0] + words;
-  b->rows = (uint8_t *)(b->half[1] + words);
+  b->seg[0] = (uint64_t *)((uint8_t *)b + head + csize);
+  for (int i = 1; i < HMT_SEGS; i++) b->seg[i] = b->seg[i - 1] + words;
+  b->rows = (uint8_t *)(b->seg[HMT_SEGS - 1] + words);
   b->rows_cap = rows;
   b->cap = words;
   b->in_use = 1;
@@ -416,50 +424,70 @@ static int write_raw(hmt_tbuf_t *b, const uint64_t *w, const uint64_t *end, int 
   return 0;
 }
 
-/* The half waiting for the writer.  Holding b->lock. */
-static void write_pending(hmt_tbuf_t *b, int may_wait) {
-  size_t n = __atomic_load_n(&b->pending, __ATOMIC_ACQUIRE);
-  if (!n) return;
-  const uint64_t *h = b->half[!b->cur];
-  write_raw(b, h, h + n, may_wait);  /* written or not, the half is free again: memory stays bounded */
-  __atomic_store_n(&b->pending, 0, __ATOMIC_RELEASE);
+/* Write what is not written yet, oldest first: the segments handed over,
+ * then the committed part of the one being filled.  Holding b->lock. */
+static void write_ready(hmt_tbuf_t *b, int may_wait) {
+  for (;;) {
+    size_t n;
+    while ((n = __atomic_load_n(&b->ready[b->tail], __ATOMIC_ACQUIRE)) != 0) {
+      unsigned s = b->tail;
+      write_raw(b, b->seg[s] + b->done[s], b->seg[s] + n, may_wait);  /* written or not, it is free again */
+      b->done[s] = 0;
+      b->tail = (s + 1) % HMT_SEGS;
+      __atomic_store_n(&b->ready[s], 0, __ATOMIC_RELEASE);
+    }
+    uint64_t p = __atomic_load_n(&b->pos, __ATOMIC_ACQUIRE);
+    unsigned c = POS_SEG(p);
+    /* the owner moved on after we looked: the segment is handed over
+     * (or about to be), and is written as such */
+    if (c != b->tail) {
+      if (__atomic_load_n(&b->ready[b->tail], __ATOMIC_ACQUIRE)) continue;
+      return;
+    }
+    if (POS_LEN(p) > b->done[c]) {
+      write_raw(b, b->seg[c] + b->done[c], b->seg[c] + POS_LEN(p), may_wait);
+      b->done[c] = POS_LEN(p);
+    }
+    return;
+  }
 }
 
 static void writer_start(hmt_tbuf_t *b);
 
-/* The owner's current half is full: hand it to the writer and go on in
- * the other one (after writing that one itself if the writer is behind). */
-static void owner_swap(hmt_tbuf_t *b) {
-  _hpcmem_tlock(&b->lock, b->tid);
-  write_pending(b, 1);
-  size_t end = b->committed;
-  if (end > b->flushed) {
-    if (W.state == 2) {
-      /* the writer reads the half from its start: move what is left to
-       * the front if part was written already (rare: an age flush) */
-      if (b->flushed) {
-        memmove(b->half[b->cur], b->half[b->cur] + b->flushed, (end - b->flushed) * 8);
-        end -= b->flushed;
-      }
-      __atomic_store_n(&b->pending, end, __ATOMIC_RELEASE);
-    } else {
-      write_raw(b, b->half[b->cur] + b->flushed, b->half[b->cur] + end, 1);
-    }
-  }
-  b->cur = !b->cur;
-  b->flushed = 0;
-  __atomic_store_n(&b->committed, 0, __ATOMIC_RELEASE);
-  _hpcmem_tlock_release(&b->lock);
-  if (b->pending) {
-    __atomic_add_fetch(&W.seq, 1, __ATOMIC_RELEASE);
-    syscall(SYS_futex, &W.seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-  }
-  if (W.state == 0) writer_start(b);
-  if (W.state != 2) { _hpcmem_tfile_check_modules(1); clk_fix(); }
+static void wake_writer(void) {
+  __atomic_add_fetch(&W.seq, 1, __ATOMIC_RELEASE);
+  syscall(SYS_futex, &W.seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
-/* Anyone writes the committed part of a buffer.  Returns 0, or -EBUSY
- * when the lock is held by the interrupted owner itself. */
+/* The owner's segment is full: hand it over and go on in the next one,
+ * without a lock.  Only when the writer is a whole ring behind does the
+ * owner write the waiting segments itself. */
+static void owner_swap(hmt_tbuf_t *b) {
+  uint64_t p = b->pos;
+  unsigned c = POS_SEG(p), n = (c + 1) % HMT_SEGS;
+  if (__atomic_load_n(&b->ready[n], __ATOMIC_ACQUIRE)) {
+    _hpcmem_tlock(&b->lock, b->tid);
+    write_ready(b, 1);
+    _hpcmem_tlock_release(&b->lock);
+  }
+  /* first move on, then hand over: whoever looks in between finds the
+   * segment neither current nor ready, and leaves it for later */
+  __atomic_store_n(&b->pos, POS(n, 0), __ATOMIC_RELEASE);
+  __atomic_store_n(&b->ready[c], POS_LEN(p), __ATOMIC_RELEASE);
+  if (W.state == 2) {
+    wake_writer();
+  } else {
+    _hpcmem_tlock(&b->lock, b->tid);
+    write_ready(b, 1);
+    _hpcmem_tlock_release(&b->lock);
+    if (W.state == 0) writer_start(b);
+    _hpcmem_tfile_check_modules(1);
+    clk_fix();
+  }
+}
+
+/* Anyone writes what a buffer holds.  Returns 0, or -EBUSY when the lock
+ * is held by the interrupted owner itself. */
 static int partial_flush(hmt_tbuf_t *b, int may_wait) {
   int tid = _hpcmem_trace_tid();
   if (!_hpcmem_tlock_try(&b->lock, tid)) {
@@ -472,12 +500,7 @@ static int partial_flush(hmt_tbuf_t *b, int may_wait) {
       _hpcmem_tlock(&b->lock, tid);
     }
   }
-  write_pending(b, may_wait);
-  size_t end = __atomic_load_n(&b->committed, __ATOMIC_ACQUIRE);
-  if (end > b->flushed) {
-    write_raw(b, b->half[b->cur] + b->flushed, b->half[b->cur] + end, may_wait);
-    b->flushed = end;
-  }
+  write_ready(b, may_wait);
   _hpcmem_tlock_release(&b->lock);
   return 0;
 }
@@ -488,9 +511,11 @@ static int partial_flush(hmt_tbuf_t *b, int may_wait) {
  * the writer even if not full, so that a rank killed with SIGKILL loses at
  * most about this much of a slow thread's events */
 static int too_old(hmt_tbuf_t *b, uint64_t now_raw, uint64_t age_raw) {
-  size_t end = __atomic_load_n(&b->committed, __ATOMIC_ACQUIRE);
-  if (end <= b->flushed) return 0;
-  uint64_t t = b->half[b->cur][b->flushed] & RAW_TMASK;
+  uint64_t p = __atomic_load_n(&b->pos, __ATOMIC_ACQUIRE);
+  unsigned c = POS_SEG(p);
+  size_t from = b->done[c];  /* a heuristic: a stale value only delays or hastens a write */
+  if (POS_LEN(p) <= from) return 0;
+  uint64_t t = b->seg[c][from] & RAW_TMASK;
   return now_raw > t && now_raw - t > age_raw;
 }
 
@@ -507,8 +532,8 @@ static void *writer_main(void *arg) {
     int tid = _hpcmem_trace_tid(), worked = 0;
     uint64_t now = clk_raw();
     for (hmt_tbuf_t *b = __atomic_load_n(&G.all, __ATOMIC_ACQUIRE); b; b = b->next) {
-      if (b->pending && _hpcmem_tlock_try(&b->lock, tid)) {
-        write_pending(b, 1);
+      if (b->ready[b->tail] && _hpcmem_tlock_try(&b->lock, tid)) {
+        while (b->ready[b->tail]) write_ready(b, 1);
         _hpcmem_tlock_release(&b->lock);
         worked = 1;
       }
@@ -563,14 +588,14 @@ static void writer_stop(void) {
 
 /* ---- the event hook -------------------------------------------------- */
 
-static inline void append(hmt_tbuf_t *b, unsigned tag, uint64_t t, uint64_t ptr, uint64_t old, uint64_t size,
+static inline __attribute__((always_inline)) void append(hmt_tbuf_t *b, unsigned tag, uint64_t t, uint64_t ptr, uint64_t old, uint64_t size,
                           uint64_t align, uint64_t stack, const hmt_stack_def_t *def) {
-  size_t pos = b->committed;
-  if (__builtin_expect(pos + RAW_MAX_WORDS(def ? def->n : 0) > b->cap, 0)) {
+  uint64_t p = b->pos;
+  if (__builtin_expect(POS_LEN(p) + RAW_MAX_WORDS(def ? def->n : 0) > b->cap, 0)) {
     owner_swap(b);
-    pos = b->committed;  /* entries recorded while the writer started came first */
+    p = b->pos;  /* entries recorded while the writer started came first */
   }
-  uint64_t *w = b->half[b->cur] + pos;
+  uint64_t *const start = b->seg[POS_SEG(p)], *w = start + POS_LEN(p);
   if (def) {
     w[0] = ((uint64_t)HMT_REC_STACK << RAW_KSHIFT) | def->n;
     w[1] = def->first; w[2] = def->parent;
@@ -587,7 +612,7 @@ static inline void append(hmt_tbuf_t *b, unsigned tag, uint64_t t, uint64_t ptr,
     else if (type == HPCMEM_EV_REALLOC) { w[4] = old; w += 5; }
     else w += 4;
   }
-  __atomic_store_n(&b->committed, (size_t)(w - b->half[b->cur]), __ATOMIC_RELEASE);
+  __atomic_store_n(&b->pos, POS(POS_SEG(p), (size_t)(w - start)), __ATOMIC_RELEASE);
   /* the owner's own counter: a shared one would bounce between cores */
   __atomic_store_n(&b->events, b->events + 1, __ATOMIC_RELAXED);
   if (__builtin_expect(G.final, 0)) partial_flush(b, 1);
@@ -687,10 +712,10 @@ void _hpcmem_trace_thread_exit(void) {
   int saved = t_inside;
   t_inside = 1;
   partial_flush(b, 1);
-  /* the next owner starts at the front of a half */
+  /* the next owner starts at the front of a segment */
   _hpcmem_tlock(&b->lock, b->tid);
-  b->flushed = 0;
-  __atomic_store_n(&b->committed, 0, __ATOMIC_RELEASE);
+  b->done[POS_SEG(b->pos)] = 0;
+  __atomic_store_n(&b->pos, POS(POS_SEG(b->pos), 0), __ATOMIC_RELEASE);
   _hpcmem_tlock_release(&b->lock);
   t_buf = NULL;
   __atomic_store_n(&b->in_use, 0, __ATOMIC_RELEASE);
@@ -714,8 +739,9 @@ static void after_fork_child(void) {
   W.seq = 0;
   for (hmt_tbuf_t *b = G.all; b; b = b->next) {
     b->lock.owner = 0;
-    b->committed = b->flushed = 0;
-    b->pending = 0;
+    for (int i = 0; i < HMT_SEGS; i++) b->ready[i] = b->done[i] = 0;
+    b->tail = POS_SEG(b->pos);
+    b->pos = POS(b->tail, 0);
     b->events = 0;
     if (b != t_buf) b->in_use = 0;
     else b->tid = _hpcmem_trace_tid();
