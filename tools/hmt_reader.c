@@ -35,6 +35,7 @@ typedef struct {
   const uint8_t *p, *end, *start;
   uint64_t block_off, block_records, block_count;
   hmt_state_t st;
+  uint64_t last_time;      /* of the stream's previous event */
   int has_ev;
   hmt_event_t ev;
 } stream_t;
@@ -653,6 +654,11 @@ static int fill(hmt_reader_t *r, stream_t *s) {
     }
     if (rec.type == HMT_REC_EXT) continue;
     s->ev.type = rec.type; s->ev.sys = rec.sys; s->ev.tid = s->tid;
+    /* a columnar block keeps time in ticks, rounded down, and may follow a
+     * block in rows (exact ns: a small flush that compression did not
+     * shrink): a thread's events stay in order */
+    if (rec.time < s->last_time) rec.time = s->last_time;
+    s->last_time = rec.time;
     s->ev.time = rec.time; s->ev.ptr = rec.ptr; s->ev.old_ptr = rec.old_ptr;
     s->ev.size = rec.size; s->ev.align = rec.align; s->ev.stack = rec.stack;
     return 1;

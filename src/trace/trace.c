@@ -425,8 +425,10 @@ static int write_raw(hmt_tbuf_t *b, const uint64_t *w, const uint64_t *end, int 
 }
 
 /* Write what is not written yet, oldest first: the segments handed over,
- * then the committed part of the one being filled.  Holding b->lock. */
-static void write_ready(hmt_tbuf_t *b, int may_wait) {
+ * then (current) the committed part of the one being filled.  The writer
+ * leaves that one alone unless it is old: small blocks compress badly.
+ * Holding b->lock. */
+static void write_ready(hmt_tbuf_t *b, int may_wait, int current) {
   for (;;) {
     size_t n;
     while ((n = __atomic_load_n(&b->ready[b->tail], __ATOMIC_ACQUIRE)) != 0) {
@@ -436,6 +438,7 @@ static void write_ready(hmt_tbuf_t *b, int may_wait) {
       b->tail = (s + 1) % HMT_SEGS;
       __atomic_store_n(&b->ready[s], 0, __ATOMIC_RELEASE);
     }
+    if (!current) return;
     uint64_t p = __atomic_load_n(&b->pos, __ATOMIC_ACQUIRE);
     unsigned c = POS_SEG(p);
     /* the owner moved on after we looked: the segment is handed over
@@ -467,7 +470,7 @@ static void owner_swap(hmt_tbuf_t *b) {
   unsigned c = POS_SEG(p), n = (c + 1) % HMT_SEGS;
   if (__atomic_load_n(&b->ready[n], __ATOMIC_ACQUIRE)) {
     _hpcmem_tlock(&b->lock, b->tid);
-    write_ready(b, 1);
+    write_ready(b, 1, 0);
     _hpcmem_tlock_release(&b->lock);
   }
   /* first move on, then hand over: whoever looks in between finds the
@@ -478,7 +481,7 @@ static void owner_swap(hmt_tbuf_t *b) {
     wake_writer();
   } else {
     _hpcmem_tlock(&b->lock, b->tid);
-    write_ready(b, 1);
+    write_ready(b, 1, 0);
     _hpcmem_tlock_release(&b->lock);
     if (W.state == 0) writer_start(b);
     _hpcmem_tfile_check_modules(1);
@@ -500,7 +503,7 @@ static int partial_flush(hmt_tbuf_t *b, int may_wait) {
       _hpcmem_tlock(&b->lock, tid);
     }
   }
-  write_ready(b, may_wait);
+  write_ready(b, may_wait, 1);
   _hpcmem_tlock_release(&b->lock);
   return 0;
 }
@@ -533,7 +536,7 @@ static void *writer_main(void *arg) {
     uint64_t now = clk_raw();
     for (hmt_tbuf_t *b = __atomic_load_n(&G.all, __ATOMIC_ACQUIRE); b; b = b->next) {
       if (b->ready[b->tail] && _hpcmem_tlock_try(&b->lock, tid)) {
-        while (b->ready[b->tail]) write_ready(b, 1);
+        write_ready(b, 1, 0);
         _hpcmem_tlock_release(&b->lock);
         worked = 1;
       }
