@@ -3,20 +3,21 @@
  * The allocating thread does as little as it can: it reads the time stamp
  * counter, finds its stack id (stack.c's cache) and stores a few fixed-size
  * words in its own buffer ("raw entries", below; nothing here is varint or
- * delta encoded), without locks.  `committed` is published after each
- * whole entry.  Each thread has two halves: when one is full the owner
- * hands it to the writer thread and goes on in the other.  The writer
- * turns raw entries into the records of include/hpcmem_trace_format.h,
- * converts time stamp counter ticks to nanoseconds, regroups the records
- * in columns, compresses them and writes the block -- all off the
- * allocating thread, on the other core.  If the writer has not finished
- * the other half when the owner needs it, the owner writes it itself
+ * delta encoded), without locks, and publishes `pos` after each whole
+ * entry.  Each thread's buffer is a ring of segments: when one is full the
+ * owner hands it to the writer thread (a length in the segment's `ready`
+ * slot, no lock) and goes on in the next.  The writer turns raw entries
+ * into the records of include/hpcmem_trace_format.h, converts time stamp
+ * counter ticks to nanoseconds, gathers HPCMEM_TRACE_BUFFER / 2 bytes of
+ * records, regroups them in columns, compresses them and writes the block
+ * -- all off the allocating thread, on the other core.  Only if the writer
+ * is a whole ring behind does the owner write the waiting segments itself
  * (nothing is dropped, memory stays bounded).
  *
  * Anyone else -- flush_all from another thread, exit, a signal handler on
  * this one, the writer for a buffer that has waited too long -- writes the
- * committed part of a buffer under the buffer's lock: first the half that
- * waits for the writer, then [flushed, committed) of the current one.  The
+ * committed part of a buffer under the buffer's lock: first the segments
+ * that wait for the writer, then what is not written of the current one.  The
  * encoder state (the previous record's time, address, stack) lives with
  * the buffer and is only touched under that lock, so blocks of a thread
  * are written in order whoever writes them.
@@ -51,14 +52,11 @@
  * nanoseconds below are mostly the clock's noise, and cost two thirds of
  * the compressed bytes of an event (docs/trace-format.md) */
 #define HMT_TICK_SHIFT 10
-/* ... and of 2^16 ns (66 us) while only one thread has ever recorded (an
- * MPI rank without threads): the order of one thread's events is the
- * order in its stream whatever the time, and a block written while no
- * other thread had recorded holds only events that precede every other
- * thread's, so rounding them down cannot change the merged order.  The
- * time stream then costs almost nothing (churn: 0.08 -> 0.005 bytes an
- * event). */
-#define HMT_TICK_SHIFT_ONE 16
+/* (Ticks of 2^16 ns while only one thread has recorded would keep a
+ * thread's order and shrink the churn program's time stream from 0.08 to
+ * 0.003 bytes an event, but the report also merges ranks by time: ranks
+ * meeting at a barrier tie within a tick and the job's peak comes out
+ * wrong -- tests/trace/test_report.sh caught it.) */
 
 /* Raw entries (in memory only; the writer turns them into records).  Word
  * 0 is the kind (a record tag: type | HMT_TAG_SYS) in its top 8 bits over
@@ -118,7 +116,7 @@ static struct {
 /* the writer thread */
 static struct {
   volatile int state;         /* 0 not started, 1 starting, 2 running, 3 failed, 4 stopping */
-  volatile uint32_t seq;      /* bumped (futex) when a half is handed over */
+  volatile uint32_t seq;      /* bumped (futex) when a segment is handed over */
   pthread_t thread;
 } W;
 
@@ -427,8 +425,7 @@ static int write_rows(hmt_tbuf_t *b, int may_wait) {
   const void *out = raw;
   size_t out_len = len, raw_len = len;
   int columns = 0;
-  hmt_tbuf_t *all = __atomic_load_n(&G.all, __ATOMIC_ACQUIRE);
-  unsigned shift = all && !all->next ? HMT_TICK_SHIFT_ONE : HMT_TICK_SHIFT;
+  unsigned shift = HMT_TICK_SHIFT;
   void *comp = _hpcmem_compress_events_begin(G.codec, raw, len, &base, shift, may_wait, &out, &out_len,
                                              &raw_len, &columns);
   blk.codec = comp ? (uint8_t)G.codec : HMT_CODEC_NONE;
