@@ -111,6 +111,7 @@ static struct {
   size_t bufsize;
   hmt_tbuf_t *volatile all;
   uint64_t start_ns;
+  uint64_t writer_after;      /* raw clock: start the writer from the first event after this */
 } G;
 
 /* the writer thread */
@@ -304,6 +305,11 @@ void _hpcmem_trace_init(void) {
   struct timespec rt;
   clock_gettime(CLOCK_REALTIME, &rt);
   G.start_ns = h.start_ns = clk_now();
+  /* the writer also does the age flush, so it must run in a program that
+   * never fills a segment; but not from the first allocations of the
+   * process (the C library may still be starting): 100 ms in */
+  G.writer_after = clk_raw() + (CLK.tsc ? (uint64_t)(((unsigned __int128)100000000u << 32) / CLK.a[0].mult)
+                                        : 100000000u);
   h.start_realtime_ns = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
   h.pointer_size = sizeof(void *);
   h.page_size = (uint32_t)_hpcmem_prim_page_size();
@@ -683,7 +689,9 @@ __attribute__((noinline, optimize("no-omit-frame-pointer"))) void _hpcmem_trace_
       _hpcmem_tfile_check_modules(1);  /* a dlopen'ed object shows up in new stacks first */
     }
   }
-  append(b, k | sys, clk_raw(), (uintptr_t)ptr, (uintptr_t)old_ptr, size, align, stack, def.n ? &def : NULL);
+  uint64_t t = clk_raw();
+  if (__builtin_expect(W.state == 0, 0) && t > G.writer_after) writer_start(b);
+  append(b, k | sys, t, (uintptr_t)ptr, (uintptr_t)old_ptr, size, align, stack, def.n ? &def : NULL);
   t_inside = 0;
 }
 
@@ -773,6 +781,7 @@ static void after_fork_child(void) {
   t_tid = 0;
   W.state = 0;
   W.seq = 0;
+  G.writer_after = 0;  /* the child's first event starts its writer */
   for (hmt_tbuf_t *b = G.all; b; b = b->next) {
     b->lock.owner = 0;
     for (int i = 0; i < HMT_SEGS; i++) b->ready[i] = b->done[i] = 0;

@@ -746,6 +746,30 @@ TEST(trace_signals, sigkill_leaves_a_readable_file) {
   rm_rf(dir);
 }
 
+// A thread that records a little and then stops: the writer thread writes
+// its events once they are 2 s old, so SIGKILL later loses none of them.
+TEST(trace_writer, writes_old_events_of_a_quiet_thread) {
+  std::string dir = make_tmpdir();
+  pid_t pid = fork();
+  if (pid == 0) {
+    start_trace(dir, {});
+    for (int i = 0; i < 10; i++) _hpcmem_trace_event(HPCMEM_EV_MALLOC, fp(0x1000 + 16 * i), 8, nullptr, 0);
+    usleep(200000);  // the writer starts with the first event after 100 ms
+    for (int i = 10; i < 20; i++) _hpcmem_trace_event(HPCMEM_EV_MALLOC, fp(0x1000 + 16 * i), 8, nullptr, 0);
+    for (;;) pause();
+  }
+  usleep(3000000);
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  ReadBack rb = read_back(only_file(dir));
+  ASSERT_EQ(rb.rc, 0) << rb.error;
+  ASSERT_EQ(rb.events.size(), 20u);
+  for (size_t i = 0; i < rb.events.size(); i++) EXPECT_EQ(rb.events[i].ptr, FAKE + 0x1000 + 16 * i);
+  rm_rf(dir);
+}
+
 // fork: the child records into a file of its own; the parent's buffered
 // events are not written twice.
 TEST(trace_event, fork_child_gets_its_own_file) {
