@@ -15,7 +15,7 @@ ok() { echo "[       OK ] footprint.$1"; }
 fail() { echo "[  FAILED  ] footprint.$1 ($2)"; fails=$((fails + 1)); }
 
 # what must not be there: MPI, hwloc and everything they bring
-words="libmpi libopen-pal libopen-rte libopen-orted libpmix libevent libhwloc hwloc_ libudev libm.so libpciaccess libOpenCL libX11 libxcb libxml2 libicu"
+words="libmpi libopen-pal libopen-rte libopen-orted libpmix libevent libhwloc hwloc_ libudev libm.so libpciaccess libOpenCL libX11 libxcb libxml2 libicu libzstd libunwind liblzma libz.so"
 
 # $1: case name; the rest: the command
 check_libs() {
