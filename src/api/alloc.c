@@ -402,7 +402,9 @@ EXPORT void *malloc(size_t n) {
     uint32_t size = b->size, left;
     if (HPCMEM_LIKELY(p != NULL)) {
       if (HPCMEM_UNLIKELY(--t->sample_alloc == 0)) goto slow;
-      b->head = *(void **)p;
+      void *next = *(void **)p;
+      b->head = next;
+      __builtin_prefetch(next, 1);             /* the next malloc's object: freed on another core, it misses */
       b->count--;
       ((uint64_t *)p)[1] = 0;                  /* not a cached object any more */
     } else {
