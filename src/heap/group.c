@@ -284,6 +284,22 @@ unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, hpcmem_refill_t *ou
   return got;
 }
 
+int _hpcmem_heap_uncarve(char *fresh, unsigned n) {
+  hpcmem_span_t *s = _hpcmem_span_of(fresh);
+  hpcmem_heap_t *h = &_hpcmem_heaps.heap[s->heap];
+  int done = 0;
+  _hpcmem_lock_st(&h->lock);
+  if (s->start + (size_t)s->bump * s->obj_size == fresh + (size_t)n * s->obj_size) {
+    s->bump -= n;                         /* the range was the span's last carving: it is uncarved */
+    s->used -= n;
+    if (!s->in_partial) partial_push(h, s);
+    span_maybe_release(h, s);
+    done = 1;
+  }
+  _hpcmem_unlock_st(&h->lock);
+  return done;
+}
+
 void _hpcmem_span_remote_free(hpcmem_span_t *s, void *p) {
   ((uint64_t *)p)[1] = _hpcmem_free_key;        /* a second free of p is searched for */
   void *old = __atomic_load_n(&s->remote, __ATOMIC_RELAXED);

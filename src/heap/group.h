@@ -131,6 +131,9 @@ typedef struct hpcmem_refill {
   unsigned nlist, nfresh;
 } hpcmem_refill_t;
 unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, hpcmem_refill_t *out, unsigned want, unsigned most);
+/* Give back a range of n fresh objects (never written) from a refill without
+ * writing them, when nothing was carved from its span after it: 1 done, 0 not. */
+int _hpcmem_heap_uncarve(char *fresh, unsigned n);
 /* Give back n objects linked through their first word (any spans, any heaps):
  * those of heap `mine` under its lock, the others onto remote lists. */
 void _hpcmem_heap_flush(hpcmem_heap_t *mine, void *list, unsigned n, uint64_t *remote_count);

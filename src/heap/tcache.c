@@ -158,7 +158,10 @@ void _hpcmem_tcache_flush_all(hpcmem_tcache_t *t) {
     hpcmem_bin_t *b = &t->bin[c];
     hpcmem_bin_edge_t *e = &t->edge[c];
     size_t size = _hpcmem_class_size[c];
-    /* spans' lists carry keys: the slot's object and the fresh ones are written now */
+    /* fresh objects go back unwritten when they were their span's last carving
+     * (a thread's exit would otherwise touch pages nobody used); the others and
+     * the slot's object join spans' lists, which carry keys: written now */
+    if (e->nfresh && _hpcmem_heap_uncarve(e->fresh, e->nfresh)) e->nfresh = 0;
     for (unsigned i = 0; i <= e->nfresh; i++) {
       void *p = i ? e->fresh + (size_t)(i - 1) * size : e->slot;
       if (!p) continue;
