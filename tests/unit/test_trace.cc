@@ -486,14 +486,28 @@ TEST(trace_event, memory_is_bounded_by_the_buffer) {
   auto run = [](int n, uint64_t base) {
     for (int i = 0; i < n; i++) sites[i % 4](HPCMEM_EV_MALLOC, base + 64 * i, 64, 0, 0);
   };
-  run(20000, FAKE + 0x10000000);
-  hpcmem_trace_stats_t a, b;
+  auto churn = [](int n, uint64_t base) {
+    for (int i = 0; i < n; i++) {
+      sites[i % 4](HPCMEM_EV_MALLOC, base + 64 * (i % 1000), 64, 0, 0);
+      _hpcmem_trace_event(HPCMEM_EV_FREE, fp(base + 64 * (i % 1000)), 0, nullptr, 0);
+    }
+  };
+  churn(20000, FAKE + 0x10000000);
+  hpcmem_trace_stats_t a, b, c, d;
   _hpcmem_trace_get_stats(&a);
-  run(200000, FAKE + 0x20000000);
+  churn(200000, FAKE + 0x10000000);
   _hpcmem_trace_get_stats(&b);
-  EXPECT_EQ(a.memory_bytes, b.memory_bytes);
-  EXPECT_LT(b.memory_bytes, 8u << 20) << "buffer, one compressor and a small stack table";
+  EXPECT_EQ(a.memory_bytes, b.memory_bytes) << "a small live set";
   EXPECT_GT(b.blocks, a.blocks);
+  // the map of live allocations grows with the live set, up to
+  // HPCMEM_TRACE_BUFFER entries of 16 bytes
+  run(200000, FAKE + 0x20000000);
+  _hpcmem_trace_get_stats(&c);
+  run(200000, FAKE + 0x30000000);
+  _hpcmem_trace_get_stats(&d);
+  EXPECT_EQ(c.memory_bytes, d.memory_bytes) << "the live map stops at its bound";
+  EXPECT_LE(d.memory_bytes, b.memory_bytes + 16 * 65536 + 4096);
+  EXPECT_LT(d.memory_bytes, 8u << 20) << "buffer, one compressor, a small stack table and the live map";
   _hpcmem_trace_shutdown();
   rm_rf(dir);
 }
