@@ -824,16 +824,20 @@ static inline int hmt_columns_decode(const uint8_t *in, size_t len, hmt_state_t 
 /*        the previous allocation, bit 7 same size as the last allocation */
 /*        with the same stack (the site table).  STACK/EXT: bits 3-7 0.   */
 /* time:  per event varint (time >> s) - (previous time >> s).            */
-/* addr:  explicit addresses, zigzag deltas (below); realloc then         */
-/*        zigzag(old - ptr).                                              */
+/* addr:  explicit addresses, zigzag deltas (below); a realloc whose ref  */
+/*        is 0 then zigzag(old - ptr).                                     */
 /* ref:   a free in mode 1: varint d >= 1, the d-th latest allocation of  */
-/*        the thread (d <= HMT_C2_RING), across blocks while chained.     */
+/*        the thread (d <= HMT_C2_RING), across blocks while chained; in   */
+/*        mode 3: zigzag(index - index of the allocation last freed by     */
+/*        reference); a realloc: varint d, its old block is the d-th latest */
+/*        allocation (0: explicit; when it moved, old goes on top of its   */
+/*        class's freed list).                                             */
 /* size:  allocation without bit 7: varint size; memalign: varint align.  */
 /* stack: allocation without bit 6: varint stack id.                      */
 /* defs:  STACK and EXT records without their tag byte.                   */
-/* Address modes.  free: 0, 2, 3 zigzag(ptr - the address of the event 1, */
-/* 2, 3 events back); 1 by reference (its allocation's address; its      */
-/* address then goes on top of its size class's freed list).  allocation */
+/* Address modes.  free: 0, 2 zigzag(ptr - the address of the event 1, 2 */
+/* events back); 1, 3 by reference (its allocation's address; it then    */
+/* goes on top of its size class's freed list).  allocation               */
 /* (malloc, calloc, memalign, realloc with ptr != 0) of size class c =    */
 /* hmt_c2_class(size): 0 zigzag(ptr - address of the previous event),     */
 /* 1 the top of c's freed list (popped), 2 c's last address + c's stride, */
@@ -1020,8 +1024,15 @@ static inline size_t hmt_columns2_encode(const uint8_t *rows, size_t len, hmt_st
         hmt_c2_fresh(m, c, r.ptr);
       }
       if (r.type == HPCMEM_EV_REALLOC) {
-        e |= hmt_col_putv(&P, 2, hmt_zigzag((int64_t)(r.old_ptr - r.ptr)));
         hmt_c2_live_t *o = r.old_ptr ? hmt_c2_live_find(L, r.old_ptr) : NULL;
+        uint64_t d = o ? m->nalloc - (o->idx_class >> 8) : 0;
+        if (o && d >= 1 && d <= HMT_C2_RING) {
+          e |= hmt_col_putv(&P, 3, d);
+          if (r.ptr != r.old_ptr) hmt_c2_push(m, (unsigned)(o->idx_class & 0xff), r.old_ptr);
+        } else {
+          e |= hmt_col_putv(&P, 3, 0);
+          e |= hmt_col_putv(&P, 2, hmt_zigzag((int64_t)(r.old_ptr - r.ptr)));
+        }
         if (o) hmt_c2_live_del(L, o);
       }
       if (r.stack == prev_stack) tag |= HMT_C2_SAME_STACK;
@@ -1174,8 +1185,15 @@ static inline int hmt_columns2_decode(const uint8_t *in, size_t len, hmt_state_t
       if (!is_alloc && mode != 0) return HMT_E_RECORD;
       if (is_alloc && mode != 1) hmt_c2_fresh(m, c, ptr);
       if (type == HPCMEM_EV_REALLOC) {
-        if (!(s[2] = hmt_get_varint(s[2], se[2], &v))) return HMT_E_RECORD;
-        old = ptr + (uint64_t)hmt_unzigzag(v);
+        if (!(s[3] = hmt_get_varint(s[3], se[3], &v)) || v > m->nalloc || v > HMT_C2_RING) return HMT_E_RECORD;
+        if (v) {
+          const uint64_t *a = &ring[2 * ((m->nalloc - v) & (ring_cap - 1))];
+          old = a[0];
+          if (ptr != old) hmt_c2_push(m, hmt_c2_class(a[1]), old);
+        } else {
+          if (!(s[2] = hmt_get_varint(s[2], se[2], &v))) return HMT_E_RECORD;
+          old = ptr + (uint64_t)hmt_unzigzag(v);
+        }
       }
       if (is_alloc) {
         uint64_t *a = &ring[2 * (m->nalloc & (ring_cap - 1))];
