@@ -13,7 +13,8 @@
  * so a reader can stop cleanly at the last complete block of a truncated
  * file and name the offset of a damaged one.  All integers are little-endian.
  * Event records inside a block are varint / delta encoded against a state
- * that starts from the block header, so every block decodes on its own.
+ * that starts from the block header; the models of a format 1.2 block may
+ * continue those of its thread's previous block (HMT_BF_CHAIN).
  *
  * Nothing here allocates memory or calls the C library beyond memcpy, so the
  * recorder can use it inside malloc.

@@ -22,6 +22,7 @@
 #include <vector>
 extern "C" {
 #include "prim/prim.h"
+#include "heap/sizeclass.h"
 #include "trace/trace.h"
 #include "util/job.h"
 #include "util/options.h"
@@ -602,6 +603,15 @@ TEST(trace_event, chained_models_round_trip_exactly) {
   EXPECT_LT(c.events.size(), rb.events.size());
   EXPECT_GE(c.events.size(), rb.events.size() - blocks.back().second.count);
   rm_rf(dir);
+}
+
+// The format's size classes are a prediction of libhpcmem's: keep them equal.
+TEST(trace_event, model_classes_are_libhpcmem_classes) {
+  for (size_t n = 1; n <= HPCMEM_SMALL_MAX; n++) {
+    ASSERT_EQ(hmt_c2_class(n), _hpcmem_size_class(n)) << "size " << n;
+  }
+  EXPECT_EQ(hmt_c2_class(0), hmt_c2_class(1));
+  EXPECT_LT(hmt_c2_class(UINT64_MAX), (unsigned)HMT_C2_NCLASS);
 }
 
 // A thread's buffer is written when it exits and reused by the next thread.
