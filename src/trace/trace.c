@@ -420,11 +420,14 @@ static size_t raw_to_rows(hmt_tbuf_t *b, uint8_t *out, const uint64_t *w, const 
  * the last HMT_C2_RING (those a free may name), 16 bytes an entry at most
  * half full: it grows with the live set, rebuilt without the older entries
  * (freed by other threads) at twice the size when `more` insertions could
- * fill it over half, up to HPCMEM_TRACE_BUFFER entries (16 MiB for the
- * default 1 MiB buffer: half a million live allocations; the frees of
+ * fill it over half, up to HMT_LIVE_MAX_BITS (1 MiB: 32,768 live
+ * allocations, small enough to stay in cache; a bigger table cost the
+ * writer ~60 ns an event in cache misses on a 400,000-object churn), and
+ * never beyond HPCMEM_TRACE_BUFFER entries; the frees of
  * allocations it has no room for name their address instead).  Counted in
  * memory_bytes.  0, or -ENOMEM (then no models: format 1.1). */
 #define HMT_LIVE_MIN_BITS 12
+#define HMT_LIVE_MAX_BITS 16
 static int live_reserve(hmt_tbuf_t *b, uint64_t more) {
   if (!b->model && !(b->model = _hpcmem_trace_alloc(sizeof *b->model))) return -ENOMEM;
   hmt_c2_livemap_t *L = &b->live;
@@ -434,7 +437,8 @@ static int live_reserve(hmt_tbuf_t *b, uint64_t more) {
   if (b->chain)
     for (uint64_t i = 0; i < cap; i++) keep += L->t[i].addr && (L->t[i].idx_class >> 8) >= oldest;
   uint64_t want = 1ull << HMT_LIVE_MIN_BITS;
-  while (want < 2 * (keep + more) && 2 * want <= G.bufsize && want < (2ull << HMT_C2_RING_BITS)) want <<= 1;
+  while (want < 2 * (keep + more) && 2 * want <= G.bufsize && want < (2ull << HMT_C2_RING_BITS) &&
+         want < (1ull << HMT_LIVE_MAX_BITS)) want <<= 1;
   if (want == cap && keep == L->n) return 0;  /* at the largest size: insertions beyond are skipped */
   hmt_c2_livemap_t N = {_hpcmem_trace_alloc(want * sizeof(hmt_c2_live_t)), want - 1, 0};
   if (!N.t) return L->t ? 0 : -ENOMEM;
