@@ -13,7 +13,8 @@
  * so a reader can stop cleanly at the last complete block of a truncated
  * file and name the offset of a damaged one.  All integers are little-endian.
  * Event records inside a block are varint / delta encoded against a state
- * that starts from the block header, so every block decodes on its own.
+ * that starts from the block header; the models of a format 1.2 block may
+ * continue those of its thread's previous block (HMT_BF_CHAIN).
  *
  * Nothing here allocates memory or calls the C library beyond memcpy, so the
  * recorder can use it inside malloc.
@@ -34,7 +35,7 @@ extern "C" {
 
 #define HMT_FILE_MAGIC "HPCMEMTR"          /**< 8 bytes at offset 0 */
 #define HMT_VERSION_MAJOR 1                /**< readers reject other majors */
-#define HMT_VERSION_MINOR 1                /**< readers accept any minor (1: columnar EVENTS blocks) */
+#define HMT_VERSION_MINOR 2                /**< readers accept any minor (1: columnar EVENTS blocks, 2: with chained models) */
 #define HMT_HEADER_SIZE 256
 #define HMT_BLOCK_MAGIC 0x42544d48u        /**< "HMTB" in file byte order */
 #define HMT_BLOCK_HEADER_SIZE 56
@@ -800,6 +801,409 @@ static inline int hmt_columns_decode(const uint8_t *in, size_t len, hmt_state_t 
     for (int k = HMT_COL_HIST - 1; k > 0; k--) hist[k] = hist[k - 1];
     hist[0] = ptr;
     o = hmt_encode_event(o, &row, type, (tag & HMT_TAG_SYS) != 0, tick << shift, ptr, old, size, align, stack);
+  }
+  for (int k = 1; k < HMT_COL_STREAMS; k++)
+    if (s[k] != se[k]) return HMT_E_RECORD;
+  *out_len = (size_t)(o - out);
+  *nrec = count;
+  return HMT_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Columnar EVENTS payload with chained models (format 1.2, block flags  */
+/* HMT_BF_COLUMNS | HMT_BF_MODELS, optionally HMT_BF_CHAIN)              */
+/*                                                                      */
+/* The same records again, with models that a thread's blocks share: a  */
+/* block with HMT_BF_CHAIN continues the models where the previous       */
+/* EVENTS block of the same tid in the file left them (a reader reads a  */
+/* thread's blocks in order anyway); one without starts them afresh.     */
+/*   byte 0xC2, varint tick shift s, varint stream count (7), the 7      */
+/*   varint stream lengths (tags, time, addr, ref, size, stack, defs) and */
+/*   the streams in that order.                                          */
+/* tags:  one byte per record: bits 0-2 the type (1-5 events, 6 STACK,    */
+/*        7 EXT), bit 3 S, bits 4-5 the address mode, bit 6 same stack as */
+/*        the previous allocation, bit 7 same size as the last allocation */
+/*        with the same stack (the site table).  STACK/EXT: bits 3-7 0.   */
+/* time:  per event varint (time >> s) - (previous time >> s).            */
+/* addr:  explicit addresses, zigzag deltas (below); a realloc whose ref  */
+/*        is 0 then zigzag(old - ptr).                                     */
+/* ref:   a free in mode 1: varint d >= 1, the d-th latest allocation of  */
+/*        the thread (d <= HMT_C2_RING), across blocks while chained; in   */
+/*        mode 3: zigzag(index - index of the allocation last freed by     */
+/*        reference); a realloc: varint d, its old block is the d-th latest */
+/*        allocation (0: explicit; when it moved, old goes on top of its   */
+/*        class's freed list).                                             */
+/* size:  allocation without bit 7: varint size; memalign: varint align.  */
+/* stack: allocation without bit 6: varint stack id.                      */
+/* defs:  STACK and EXT records without their tag byte.                   */
+/* Address modes.  free: 0, 2 zigzag(ptr - the address of the event 1, 2 */
+/* events back); 1, 3 by reference (its allocation's address; it then    */
+/* goes on top of its size class's freed list).  allocation               */
+/* (malloc, calloc, memalign, realloc with ptr != 0) of size class c =    */
+/* hmt_c2_class(size): 0 zigzag(ptr - address of the previous event),     */
+/* 1 the top of c's freed list (popped), 2 c's last address + c's stride, */
+/* 3 zigzag(ptr - c's last address).  After modes 0, 2, 3 the stride of c */
+/* becomes ptr - c's last address (when there was one), and c's last      */
+/* address ptr.  A freed list holds the HMT_C2_LIFO latest addresses.     */
+/* realloc with ptr 0 (old freed): mode 0.  The site table: 4096 entries  */
+/* indexed by hmt_col_hash(stack, 12), each (stack, size) of the latest   */
+/* allocation with a stack of that hash.                                 */
+
+#define HMT_BF_MODELS 0x2       /**< block flag: columns with models (format 1.2, mark 0xC2) */
+#define HMT_BF_CHAIN 0x4        /**< block flag: the models continue from the tid's previous EVENTS block */
+#define HMT_COL2_MARK 0xC2
+#define HMT_C2_TYPE 0x07
+#define HMT_C2_SYS 0x08
+#define HMT_C2_MODE 0x30
+#define HMT_C2_MODE_SHIFT 4
+#define HMT_C2_SAME_STACK 0x40
+#define HMT_C2_SAME_SIZE 0x80
+#define HMT_C2_STACK_TYPE 6
+#define HMT_C2_EXT_TYPE 7
+#define HMT_C2_NCLASS 256
+#define HMT_C2_LIFO 8
+#define HMT_C2_SITE_BITS 12
+#define HMT_C2_RING_BITS 20
+#define HMT_C2_RING (1ull << HMT_C2_RING_BITS)  /**< farthest allocation a free may name */
+
+/** The size classes of the model (libhpcmem's small classes: 16-byte steps
+ *  to 128, eight per power of two to 1 KiB, four per power of two above).
+ *  Only a prediction: a trace of another allocator stays exact. */
+static inline unsigned hmt_c2_class(uint64_t size) {
+  if (size <= 128) return size ? (unsigned)((size + 15) >> 4) : 1;
+  unsigned e = 63u - (unsigned)__builtin_clzll(size - 1);  /* 2^e < size <= 2^(e+1) */
+  if (e < 10) return 9 + (e - 7) * 8 + (unsigned)(((size - 1) >> (e - 3)) & 7);
+  return 33 + (e - 10) * 4 + (unsigned)(((size - 1) >> (e - 2)) & 3);  /* at most 248 */
+}
+
+typedef struct { uint64_t lifo[HMT_C2_LIFO]; uint64_t last, stride; uint32_t n, pad; } hmt_c2_class_t;
+typedef struct { uint64_t stack, size; } hmt_c2_site_t;
+/** The models a thread's chained blocks share (encoder and decoder alike). */
+typedef struct hmt_col_model {
+  uint64_t nalloc;                  /**< allocations so far */
+  uint64_t last_ref;                /**< index of the allocation last freed by reference */
+  uint64_t hist[HMT_COL_HIST];      /**< the last event addresses */
+  hmt_c2_class_t cls[HMT_C2_NCLASS];
+  hmt_c2_site_t site[1u << HMT_C2_SITE_BITS];
+} hmt_col_model_t;
+
+static inline void hmt_c2_reset(hmt_col_model_t *m, uint64_t base_ptr) {
+  memset(m, 0, sizeof *m);
+  for (int k = 0; k < HMT_COL_HIST; k++) m->hist[k] = base_ptr;
+  for (unsigned i = 0; i < (1u << HMT_C2_SITE_BITS); i++) m->site[i].stack = UINT64_MAX;
+}
+static inline void hmt_c2_push(hmt_col_model_t *m, unsigned c, uint64_t addr) {
+  hmt_c2_class_t *k = &m->cls[c];
+  if (k->n == HMT_C2_LIFO) { memmove(k->lifo, k->lifo + 1, (HMT_C2_LIFO - 1) * sizeof k->lifo[0]); k->n--; }
+  k->lifo[k->n++] = addr;
+}
+/* after an allocation of class c at ptr, not taken from the freed list */
+static inline void hmt_c2_fresh(hmt_col_model_t *m, unsigned c, uint64_t ptr) {
+  hmt_c2_class_t *k = &m->cls[c];
+  if (k->last) k->stride = ptr - k->last;
+  k->last = ptr;
+}
+static inline void hmt_c2_hist(hmt_col_model_t *m, uint64_t ptr) {
+  for (int k = HMT_COL_HIST - 1; k > 0; k--) m->hist[k] = m->hist[k - 1];
+  m->hist[0] = ptr;
+}
+
+/** The encoder's map of the thread's live allocations: address -> (index,
+ *  class), open addressing with linear probing in `mask + 1` entries (a
+ *  power of two; addr 0 = empty).  The caller provides the table and keeps
+ *  n + the block's records <= (mask + 1) / 2 (insertions beyond that are
+ *  skipped: their frees fall back to addresses). */
+typedef struct { uint64_t addr, idx_class; } hmt_c2_live_t;
+typedef struct { hmt_c2_live_t *t; uint64_t mask, n; } hmt_c2_livemap_t;
+
+static inline hmt_c2_live_t *hmt_c2_live_find(hmt_c2_livemap_t *L, uint64_t addr) {
+  if (!L->t) return NULL;
+  for (uint64_t i = hmt_col_hash(addr, 64) & L->mask;; i = (i + 1) & L->mask) {
+    if (L->t[i].addr == addr) return &L->t[i];
+    if (!L->t[i].addr) return NULL;
+  }
+}
+static inline void hmt_c2_live_put(hmt_c2_livemap_t *L, uint64_t addr, uint64_t idx, unsigned c) {
+  if (!L->t || !addr) return;
+  uint64_t i = hmt_col_hash(addr, 64) & L->mask;
+  for (; L->t[i].addr && L->t[i].addr != addr; i = (i + 1) & L->mask) {}
+  if (!L->t[i].addr) {
+    if (2 * (L->n + 1) > L->mask + 1) return;
+    L->n++;
+  }
+  L->t[i].addr = addr; L->t[i].idx_class = idx << 8 | c;
+}
+/* backward-shift deletion keeps every probe chain whole */
+static inline void hmt_c2_live_del(hmt_c2_livemap_t *L, hmt_c2_live_t *e) {
+  uint64_t i = (uint64_t)(e - L->t), j = i;
+  L->n--;
+  for (;;) {
+    L->t[i].addr = 0;
+    for (;;) {
+      j = (j + 1) & L->mask;
+      if (!L->t[j].addr) return;
+      uint64_t h = hmt_col_hash(L->t[j].addr, 64) & L->mask;
+      /* move j to i unless its home lies cyclically in (i, j] */
+      if (i <= j ? (h <= i || h > j) : (h <= i && h > j)) break;
+    }
+    L->t[i] = L->t[j];
+    i = j;
+  }
+}
+
+/** Regroup len bytes of rows (encoded against *st, advanced to their end)
+ *  into a format 1.2 payload at out (room for len + 64 bytes), continuing
+ *  the models m and L (chained != 0) or starting them afresh.  pool:
+ *  hmt_col_pool_size(len) bytes.  Returns the payload length, 0 when the
+ *  rows do not decode or the payload would not be shorter (the models are
+ *  then in an undefined state: start afresh). */
+static inline size_t hmt_columns2_encode(const uint8_t *rows, size_t len, hmt_state_t *st, unsigned shift,
+                                         uint8_t *out, void *pool, hmt_col_model_t *m, hmt_c2_livemap_t *L,
+                                         int chained) {
+  hmt_col_pool_t P;
+  size_t nch = (len + HMT_COL_CHUNK - 1) / HMT_COL_CHUNK + HMT_COL_STREAMS + 1;
+  memset(&P, 0, sizeof P);
+  P.pool = (uint8_t *)pool; P.nchunks = (uint32_t)nch;
+  P.next = (uint32_t *)(P.pool + nch * HMT_COL_CHUNK); P.fill = P.next + nch;
+  if (!chained) {
+    hmt_c2_reset(m, st->ptr);
+    if (L->t) memset(L->t, 0, (L->mask + 1) * sizeof *L->t);
+    L->n = 0;
+  }
+  const uint8_t *p = rows, *end = rows + len;
+  hmt_record_t r;
+  while (p < end) {
+    const uint8_t *rec0 = p;
+    uint64_t prev_time = st->time, prev_stack = st->stack;
+    if (hmt_decode_record(&p, end, st, &r) != HMT_OK) return 0;
+    uint8_t tag = (uint8_t)((*rec0 & HMT_TAG_SYS) ? HMT_C2_SYS : 0);
+    if (r.type == HMT_REC_STACK || r.type == HMT_REC_EXT) {
+      tag = r.type == HMT_REC_STACK ? HMT_C2_STACK_TYPE : HMT_C2_EXT_TYPE;
+      if (hmt_col_put(&P, 0, &tag, 1) || hmt_col_put(&P, 6, rec0 + 1, (size_t)(p - rec0 - 1))) return 0;
+      continue;
+    }
+    tag |= (uint8_t)r.type;
+    int e = hmt_col_putv(&P, 1, (r.time >> shift) - (prev_time >> shift));
+    unsigned mode = 0;
+    uint64_t best = 0;  /* explicit: the delta and its base */
+    unsigned bl = 99;
+    if (r.type == HPCMEM_EV_FREE) {
+      for (unsigned k = 0; k < 2; k++) {
+        unsigned l = hmt_varint_len(hmt_zigzag((int64_t)(r.ptr - m->hist[k])));
+        if (l < bl) { bl = l; mode = k ? 2 : 0; best = hmt_zigzag((int64_t)(r.ptr - m->hist[k])); }
+      }
+      hmt_c2_live_t *l = r.ptr ? hmt_c2_live_find(L, r.ptr) : NULL;
+      if (l) {
+        uint64_t idx = l->idx_class >> 8, d = m->nalloc - idx, z = hmt_zigzag((int64_t)(idx - m->last_ref));
+        unsigned c = (unsigned)(l->idx_class & 0xff);
+        if (d >= 1 && d <= HMT_C2_RING && (hmt_varint_len(d) <= bl || hmt_varint_len(z) <= bl)) {
+          if (hmt_varint_len(z) < hmt_varint_len(d)) { mode = 3; e |= hmt_col_putv(&P, 3, z); }
+          else { mode = 1; e |= hmt_col_putv(&P, 3, d); }
+          hmt_c2_push(m, c, r.ptr);
+          m->last_ref = idx;
+        }
+        hmt_c2_live_del(L, l);
+      }
+      if (mode != 1 && mode != 3) e |= hmt_col_putv(&P, 2, best);
+    } else {
+      int is_alloc = r.type != HPCMEM_EV_REALLOC || r.ptr;
+      unsigned c = hmt_c2_class(r.size);
+      hmt_c2_class_t *k = &m->cls[c];
+      if (!is_alloc) {
+        e |= hmt_col_putv(&P, 2, hmt_zigzag((int64_t)(r.ptr - m->hist[0])));
+      } else if (k->n && k->lifo[k->n - 1] == r.ptr) {
+        mode = 1;
+        k->n--;
+      } else {
+        if (k->last && k->last + k->stride == r.ptr) {
+          mode = 2;
+        } else {
+          uint64_t z0 = hmt_zigzag((int64_t)(r.ptr - m->hist[0])), z3 = hmt_zigzag((int64_t)(r.ptr - k->last));
+          if (k->last && hmt_varint_len(z3) < hmt_varint_len(z0)) { mode = 3; e |= hmt_col_putv(&P, 2, z3); }
+          else e |= hmt_col_putv(&P, 2, z0);
+        }
+        hmt_c2_fresh(m, c, r.ptr);
+      }
+      if (r.type == HPCMEM_EV_REALLOC) {
+        hmt_c2_live_t *o = r.old_ptr ? hmt_c2_live_find(L, r.old_ptr) : NULL;
+        uint64_t d = o ? m->nalloc - (o->idx_class >> 8) : 0;
+        if (o && d >= 1 && d <= HMT_C2_RING) {
+          e |= hmt_col_putv(&P, 3, d);
+          if (r.ptr != r.old_ptr) hmt_c2_push(m, (unsigned)(o->idx_class & 0xff), r.old_ptr);
+        } else {
+          e |= hmt_col_putv(&P, 3, 0);
+          e |= hmt_col_putv(&P, 2, hmt_zigzag((int64_t)(r.old_ptr - r.ptr)));
+        }
+        if (o) hmt_c2_live_del(L, o);
+      }
+      if (r.stack == prev_stack) tag |= HMT_C2_SAME_STACK;
+      else e |= hmt_col_putv(&P, 5, r.stack);
+      hmt_c2_site_t *s = &m->site[hmt_col_hash(r.stack, HMT_C2_SITE_BITS)];
+      if (s->stack == r.stack && s->size == r.size) tag |= HMT_C2_SAME_SIZE;
+      else e |= hmt_col_putv(&P, 4, r.size);
+      s->stack = r.stack; s->size = r.size;
+      if (r.type == HPCMEM_EV_MEMALIGN) e |= hmt_col_putv(&P, 4, r.align);
+      if (is_alloc) {
+        m->nalloc++;
+        hmt_c2_live_put(L, r.ptr, m->nalloc - 1, c);
+      }
+    }
+    tag |= (uint8_t)(mode << HMT_C2_MODE_SHIFT);
+    hmt_c2_hist(m, r.ptr);
+    e |= hmt_col_put(&P, 0, &tag, 1);
+    if (e) return 0;
+  }
+  uint64_t slen[HMT_COL_STREAMS] = {0};
+  for (int k = 0; k < HMT_COL_STREAMS; k++) {
+    hmt_col_stream_t *s = &P.s[k];
+    if (!s->p) continue;
+    P.fill[s->last] = (uint32_t)(s->p - (P.pool + (size_t)s->last * HMT_COL_CHUNK));
+    for (uint32_t c = s->first; c != UINT32_MAX; c = P.next[c]) slen[k] += P.fill[c];
+  }
+  uint8_t *o = out;
+  *o++ = HMT_COL2_MARK;
+  o = hmt_put_varint(o, shift);
+  o = hmt_put_varint(o, HMT_COL_STREAMS);
+  for (int k = 0; k < HMT_COL_STREAMS; k++) o = hmt_put_varint(o, slen[k]);
+  size_t total = (size_t)(o - out);
+  for (int k = 0; k < HMT_COL_STREAMS; k++) total += slen[k];
+  if (total > len + 64) return 0;
+  for (int k = 0; k < HMT_COL_STREAMS; k++) {
+    if (!P.s[k].p) continue;
+    for (uint32_t c = P.s[k].first; c != UINT32_MAX; c = P.next[c]) {
+      memcpy(o, P.pool + (size_t)c * HMT_COL_CHUNK, P.fill[c]);
+      o += P.fill[c];
+    }
+  }
+  return (size_t)(o - out);
+}
+
+/** Decode a format 1.2 payload into rows at out (out_cap bytes), as
+ *  hmt_columns_decode does, continuing the models m (chained != 0: the
+ *  state after the tid's previous block) or starting them afresh.  ring:
+ *  the (address, size) of allocation i at ring[2 * (i % ring_cap)];
+ *  ring_cap a power of two, at least min(HMT_C2_RING, m->nalloc + count)
+ *  (grown without wrapping until it is HMT_C2_RING).  On an error the
+ *  models are undefined (HMT_E_RANGE: restore them from a copy and try
+ *  again with more room). */
+static inline int hmt_columns2_decode(const uint8_t *in, size_t len, hmt_state_t *st, uint8_t *out, size_t out_cap,
+                                      size_t *out_len, uint64_t *nrec, uint64_t count, hmt_col_model_t *m,
+                                      uint64_t *ring, uint64_t ring_cap, int chained) {
+  const uint8_t *p = in, *end = in + len;
+  uint64_t shift, ns, sl[HMT_COL_STREAMS];
+  if (p >= end || *p++ != HMT_COL2_MARK || !(p = hmt_get_varint(p, end, &shift)) || shift > 40 ||
+      !(p = hmt_get_varint(p, end, &ns)) || ns != HMT_COL_STREAMS)
+    return HMT_E_RECORD;
+  if (!chained) hmt_c2_reset(m, st->ptr);
+  if (!ring_cap || (ring_cap & (ring_cap - 1)) ||
+      ring_cap < (m->nalloc + count < HMT_C2_RING ? m->nalloc + count : HMT_C2_RING))
+    return HMT_E_RANGE;
+  for (int k = 0; k < HMT_COL_STREAMS; k++)
+    if (!(p = hmt_get_varint(p, end, &sl[k])) || sl[k] > (uint64_t)(end - p)) return HMT_E_RECORD;
+  const uint8_t *s[HMT_COL_STREAMS], *se[HMT_COL_STREAMS];
+  for (int k = 0; k < HMT_COL_STREAMS; k++) {
+    if (sl[k] > (uint64_t)(end - p)) return HMT_E_RECORD;
+    s[k] = p; p += sl[k]; se[k] = p;
+  }
+  if (p != end || sl[0] != count) return HMT_E_RECORD;
+  st->time = (st->time >> shift) << shift;
+  hmt_state_t row = *st;
+  uint64_t tick = st->time >> shift, v;
+  uint8_t *o = out, *oend = out + out_cap;
+  for (uint64_t i = 0; i < count; i++) {
+    uint8_t tag = s[0][i];
+    unsigned type = tag & HMT_C2_TYPE, mode = (tag & HMT_C2_MODE) >> HMT_C2_MODE_SHIFT;
+    if (type == HMT_C2_STACK_TYPE || type == HMT_C2_EXT_TYPE) {
+      if (tag != type) return HMT_E_RECORD;
+      unsigned rt = type == HMT_C2_STACK_TYPE ? HMT_REC_STACK : HMT_REC_EXT;
+      const uint8_t *q = s[6];
+      uint64_t a, b, n;
+      if (rt == HMT_REC_STACK) {
+        if (!(q = hmt_get_varint(q, se[6], &a)) || !(q = hmt_get_varint(q, se[6], &b)) ||
+            !(q = hmt_get_varint(q, se[6], &n)) || n > HMT_MAX_DEPTH)
+          return HMT_E_RECORD;
+        for (uint64_t f = 0; f < n; f++)
+          if (!(q = hmt_get_varint(q, se[6], &a))) return HMT_E_RECORD;
+      } else {
+        if (!(q = hmt_get_varint(q, se[6], &a)) || !(q = hmt_get_varint(q, se[6], &n)) || n > (uint64_t)(se[6] - q))
+          return HMT_E_RECORD;
+        q += n;
+      }
+      size_t rl = (size_t)(q - s[6]);
+      if ((size_t)(oend - o) < rl + 1) return HMT_E_RANGE;
+      uint8_t *r0 = o;
+      *o++ = (uint8_t)rt; memcpy(o, s[6], rl); o += rl; s[6] = q;
+      const uint8_t *rp = r0;
+      hmt_record_t rec;
+      if (hmt_decode_record(&rp, o, &row, &rec) != HMT_OK) return HMT_E_RECORD;
+      continue;
+    }
+    if (type < HPCMEM_EV_MALLOC || type > HPCMEM_EV_MEMALIGN) return HMT_E_RECORD;
+    if ((size_t)(oend - o) < HMT_MAX_RECORD(0)) return HMT_E_RANGE;
+    uint64_t ptr = 0, old = 0, size = 0, align = 0, stack = 0;
+    if (!(s[1] = hmt_get_varint(s[1], se[1], &v)) || tick + v < tick || ((tick + v) << shift) >> shift != tick + v)
+      return HMT_E_RECORD;
+    tick += v;
+    if (type == HPCMEM_EV_FREE) {
+      if (tag & (HMT_C2_SAME_STACK | HMT_C2_SAME_SIZE)) return HMT_E_RECORD;
+      if (mode == 1 || mode == 3) {
+        if (!(s[3] = hmt_get_varint(s[3], se[3], &v))) return HMT_E_RECORD;
+        uint64_t idx = mode == 1 ? m->nalloc - v : m->last_ref + (uint64_t)hmt_unzigzag(v);
+        if (idx >= m->nalloc || m->nalloc - idx > HMT_C2_RING) return HMT_E_RECORD;
+        const uint64_t *a = &ring[2 * (idx & (ring_cap - 1))];
+        ptr = a[0];
+        hmt_c2_push(m, hmt_c2_class(a[1]), ptr);
+        m->last_ref = idx;
+      } else {
+        if (!(s[2] = hmt_get_varint(s[2], se[2], &v))) return HMT_E_RECORD;
+        ptr = m->hist[mode ? 1 : 0] + (uint64_t)hmt_unzigzag(v);
+      }
+    } else {
+      if (tag & HMT_C2_SAME_STACK) stack = row.stack;
+      else if (!(s[5] = hmt_get_varint(s[5], se[5], &stack))) return HMT_E_RECORD;
+      hmt_c2_site_t *st2 = &m->site[hmt_col_hash(stack, HMT_C2_SITE_BITS)];
+      if (tag & HMT_C2_SAME_SIZE) {
+        if (st2->stack != stack) return HMT_E_RECORD;
+        size = st2->size;
+      } else if (!(s[4] = hmt_get_varint(s[4], se[4], &size))) return HMT_E_RECORD;
+      st2->stack = stack; st2->size = size;
+      if (type == HPCMEM_EV_MEMALIGN && !(s[4] = hmt_get_varint(s[4], se[4], &align))) return HMT_E_RECORD;
+      unsigned c = hmt_c2_class(size);
+      hmt_c2_class_t *k = &m->cls[c];
+      if (mode == 1) {
+        if (!k->n) return HMT_E_RECORD;
+        ptr = k->lifo[--k->n];
+      } else {
+        if (mode == 2) {
+          if (!k->last) return HMT_E_RECORD;
+          ptr = k->last + k->stride;
+        } else {
+          if (!(s[2] = hmt_get_varint(s[2], se[2], &v)) || (mode == 3 && !k->last)) return HMT_E_RECORD;
+          ptr = (mode == 3 ? k->last : m->hist[0]) + (uint64_t)hmt_unzigzag(v);
+        }
+      }
+      int is_alloc = type != HPCMEM_EV_REALLOC || ptr;
+      if (!is_alloc && mode != 0) return HMT_E_RECORD;
+      if (is_alloc && mode != 1) hmt_c2_fresh(m, c, ptr);
+      if (type == HPCMEM_EV_REALLOC) {
+        if (!(s[3] = hmt_get_varint(s[3], se[3], &v)) || v > m->nalloc || v > HMT_C2_RING) return HMT_E_RECORD;
+        if (v) {
+          const uint64_t *a = &ring[2 * ((m->nalloc - v) & (ring_cap - 1))];
+          old = a[0];
+          if (ptr != old) hmt_c2_push(m, hmt_c2_class(a[1]), old);
+        } else {
+          if (!(s[2] = hmt_get_varint(s[2], se[2], &v))) return HMT_E_RECORD;
+          old = ptr + (uint64_t)hmt_unzigzag(v);
+        }
+      }
+      if (is_alloc) {
+        uint64_t *a = &ring[2 * (m->nalloc & (ring_cap - 1))];
+        a[0] = ptr; a[1] = size;
+        m->nalloc++;
+      }
+    }
+    hmt_c2_hist(m, ptr);
+    o = hmt_encode_event(o, &row, type, (tag & HMT_C2_SYS) != 0, tick << shift, ptr, old, size, align, stack);
   }
   for (int k = 1; k < HMT_COL_STREAMS; k++)
     if (s[k] != se[k]) return HMT_E_RECORD;

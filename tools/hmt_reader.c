@@ -32,6 +32,11 @@ typedef struct {
   size_t rows_cap;
   uint64_t *allocs;        /* its allocations' (address, size), by index */
   size_t allocs_cap;
+  hmt_col_model_t *model;  /* format 1.2: the models of the thread's blocks */
+  hmt_col_model_t *saved;  /* ... before the block being decoded */
+  int model_ok;            /* they follow the last block loaded (a chained block may come next) */
+  uint64_t *ring;          /* its allocations' (address, size), by index modulo ring_cap */
+  uint64_t ring_cap;
   const uint8_t *p, *end, *start;
   uint64_t block_off, block_records, block_count;
   hmt_state_t st;
@@ -441,6 +446,7 @@ void hmt_close(hmt_reader_t *r) {
   if (r->fd >= 0) close(r->fd);
   for (size_t i = 0; i < r->nstreams; i++) {
     free(r->streams[i].blocks); free(r->streams[i].raw); free(r->streams[i].rows); free(r->streams[i].allocs);
+    free(r->streams[i].model); free(r->streams[i].saved); free(r->streams[i].ring);
   }
   free(r->freed);
   free(r->streams);
@@ -586,6 +592,48 @@ static int columns_to_rows(hmt_reader_t *r, stream_t *s, const blk_t *k) {
   }
 }
 
+/* A format 1.2 block: its models continue from the thread's previous
+ * block (HMT_BF_CHAIN), which must have been loaded, or start afresh. */
+static int models_to_rows(hmt_reader_t *r, stream_t *s, const blk_t *k) {
+  int chained = (k->b.flags & HMT_BF_CHAIN) != 0;
+  if (chained && !s->model_ok)
+    return fail(r, NULL, HMT_E_RECORD, k->off, "block continues the models of a block that was not read");
+  if (k->b.count > k->b.raw_len)
+    return fail(r, NULL, HMT_E_RECORD, k->off, "columnar block claims %u records in %u bytes", k->b.count, k->b.raw_len);
+  if ((!s->model && !(s->model = malloc(sizeof *s->model))) || (!s->saved && !(s->saved = malloc(sizeof *s->saved))))
+    return fail(r, NULL, -ENOMEM, k->off, "out of memory");
+  s->model_ok = 0;
+  uint64_t need = (chained ? s->model->nalloc : 0) + k->b.count, cap = s->ring_cap ? s->ring_cap : 1024;
+  while (cap < need && cap < HMT_C2_RING) cap *= 2;
+  if (cap != s->ring_cap) {
+    /* grown before any index wrapped: allocation i stays at i % cap */
+    uint64_t *a = realloc(s->ring, 2 * cap * sizeof *a);
+    if (!a) return fail(r, NULL, -ENOMEM, k->off, "out of memory");
+    s->ring = a; s->ring_cap = cap;
+  }
+  if (chained) memcpy(s->saved, s->model, sizeof *s->model);
+  size_t rcap = s->rows_cap > 2 * (size_t)k->b.raw_len + 64 ? s->rows_cap : 2 * (size_t)k->b.raw_len + 64;
+  for (;;) {
+    if (grow_buf(&s->rows, &s->rows_cap, rcap)) return fail(r, NULL, -ENOMEM, k->off, "out of memory");
+    hmt_state_t st = s->st;
+    size_t len = 0;
+    uint64_t n = 0;
+    int d = hmt_columns2_decode(s->raw, k->b.raw_len, &st, s->rows, s->rows_cap, &len, &n, k->b.count, s->model,
+                                s->ring, s->ring_cap, chained);
+    if (d == HMT_OK) {
+      s->st = st;
+      s->start = s->p = s->rows;
+      s->end = s->rows + len;
+      s->model_ok = 1;
+      return 0;
+    }
+    if (d != HMT_E_RANGE) return fail(r, NULL, HMT_E_RECORD, k->off, "malformed columnar block");
+    if (s->rows_cap >= HMT_MAX_BLOCK) return fail(r, NULL, HMT_E_RANGE, k->off, "columnar block decodes to more than 1 GiB");
+    if (chained) memcpy(s->model, s->saved, sizeof *s->model);
+    rcap = s->rows_cap * 2;
+  }
+}
+
 /* Load the stream's next block; 1 loaded, 0 none left, <0 error. */
 static int load_block(hmt_reader_t *r, stream_t *s) {
   while (s->next < s->nblocks) {
@@ -594,6 +642,7 @@ static int load_block(hmt_reader_t *r, stream_t *s) {
     int err = load_payload(r, k, NULL);
     if (!err) err = decompress(r, k, &s->raw, &s->raw_cap, NULL);
     if (err) {
+      s->model_ok = 0;
       if (err != -ENOMEM && (r->flags & HMT_OPEN_SALVAGE)) {
         r->info.skipped_blocks++;
         r->info.skipped_bytes += HMT_BLOCK_HEADER_SIZE + k->b.stored_len;
@@ -605,7 +654,8 @@ static int load_block(hmt_reader_t *r, stream_t *s) {
     s->end = s->raw + k->b.raw_len;
     s->st.time = k->b.base_time; s->st.ptr = k->b.base_ptr; s->st.stack = k->b.base_stack;
     if (k->b.flags & HMT_BF_COLUMNS) {
-      err = columns_to_rows(r, s, k);
+      if (k->b.flags & HMT_BF_MODELS) err = models_to_rows(r, s, k);
+      else { s->model_ok = 0; err = columns_to_rows(r, s, k); }
       if (err) {
         if (err != -ENOMEM && (r->flags & HMT_OPEN_SALVAGE)) {
           r->info.skipped_blocks++;
@@ -615,6 +665,7 @@ static int load_block(hmt_reader_t *r, stream_t *s) {
         return err;
       }
     }
+    else s->model_ok = 0;  /* rows: the writer starts its models afresh after them */
     s->block_off = k->off;
     s->block_records = 0;
     s->block_count = k->b.count;
@@ -720,7 +771,7 @@ int hmt_next(hmt_reader_t *r, hmt_event_t *ev) {
 int hmt_rewind(hmt_reader_t *r) {
   for (size_t i = 0; i < r->nstreams; i++) {
     stream_t *s = &r->streams[i];
-    s->next = 0; s->p = s->end = s->start = NULL; s->has_ev = 0;
+    s->next = 0; s->p = s->end = s->start = NULL; s->has_ev = 0; s->model_ok = 0;
   }
   free(r->heap);
   r->heap = NULL;

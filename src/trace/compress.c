@@ -239,11 +239,12 @@ static int ensure(void **buf, size_t *cap, size_t need) {
  * NULL: codec unavailable, none free and may_wait == 0, failure, or no gain. */
 void *_hpcmem_compress_begin(int codec, const void *src, size_t len, int may_wait,
                              const void **out, size_t *out_len) {
-  return _hpcmem_compress_events_begin(codec, src, len, NULL, 0, may_wait, out, out_len, NULL, NULL);
+  return _hpcmem_compress_events_begin(codec, src, len, NULL, 0, NULL, NULL, 0, may_wait, out, out_len, NULL, NULL);
 }
 
 void *_hpcmem_compress_events_begin(int codec, const void *src, size_t len, const hmt_state_t *base, unsigned shift,
-                                    int may_wait, const void **out, size_t *out_len, size_t *raw_len, int *columns) {
+                                    hmt_col_model_t *model, hmt_c2_livemap_t *live, int chained, int may_wait,
+                                    const void **out, size_t *out_len, size_t *raw_len, int *columns) {
   if (columns) *columns = 0;
   if (codec == HMT_CODEC_NONE || !_hpcmem_codec_available(codec) || len == 0) return NULL;
   int tid = _hpcmem_trace_tid();
@@ -256,9 +257,16 @@ void *_hpcmem_compress_events_begin(int codec, const void *src, size_t len, cons
     _hpcmem_tlock(&c->lock, tid);
   }
   size_t n = 0, rl = len;
-  if (base && ensure(&c->pool, &c->pool_cap, hmt_col_pool_size(len)) == 0 &&
-      ensure((void **)&c->col, &c->col_cap, len + 64) == 0 &&
-      (c->work || (c->work = _hpcmem_trace_alloc(sizeof *c->work)))) {
+  if (base && model && ensure(&c->pool, &c->pool_cap, hmt_col_pool_size(len)) == 0 &&
+      ensure((void **)&c->col, &c->col_cap, len + 64) == 0) {
+    /* format 1.2: models kept by the thread's buffer across its blocks */
+    hmt_state_t st = *base;
+    size_t cl = hmt_columns2_encode(src, len, &st, shift, c->col, c->pool, model, live, chained);
+    if (cl) { src = c->col; len = cl; *columns = 2; }
+  } else if (base && ensure(&c->pool, &c->pool_cap, hmt_col_pool_size(len)) == 0 &&
+             ensure((void **)&c->col, &c->col_cap, len + 64) == 0 &&
+             (c->work || (c->work = _hpcmem_trace_alloc(sizeof *c->work)))) {
+    /* no memory for the models: format 1.1, each block on its own */
     hmt_state_t st = *base;
     size_t cl = hmt_columns_encode(src, len, &st, shift, c->col, c->pool, c->work);
     if (cl) { src = c->col; len = cl; *columns = 1; }

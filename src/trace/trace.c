@@ -96,6 +96,9 @@ typedef struct hmt_tbuf {
   uint64_t rows_count;        /* records in them */
   hmt_state_t rows_base;      /* the encoder state they start from */
   uint64_t rows_t0;           /* raw clock when the first of them was gathered */
+  hmt_col_model_t *model;     /* the column models of this buffer's blocks (under `lock`) */
+  hmt_c2_livemap_t live;      /* its live allocations: address -> allocation index */
+  int chain;                  /* the models continue those of the last block written */
   uint64_t *slots;            /* capture scratch (4 x frames): where each frame was found */
   hmt_scache_t *cache;        /* recent stacks of the owning thread */
   uint64_t frames[];          /* capture scratch */
@@ -341,6 +344,7 @@ static hmt_tbuf_t *tbuf_acquire(void) {
       b->tid = _hpcmem_trace_tid();
       /* the cached stacks were another thread's, on its stack */
       _hpcmem_scache_clear(b->cache, (uint32_t)G.depth);
+      b->chain = 0;  /* a reader follows the models by tid */
       return t_buf = b;
     }
   }
@@ -412,7 +416,41 @@ static size_t raw_to_rows(hmt_tbuf_t *b, uint8_t *out, const uint64_t *w, const 
   return (size_t)(o - out);
 }
 
-/* Write raw entries [w, end) of b as one block.  Holding b->lock. */
+/* The live-allocation map holds the buffer's thread's live allocations of
+ * the last HMT_C2_RING (those a free may name), 16 bytes an entry at most
+ * half full: it grows with the live set, rebuilt without the older entries
+ * (freed by other threads) at twice the size when `more` insertions could
+ * fill it over half, up to HMT_LIVE_MAX_BITS (1 MiB: 32,768 live
+ * allocations, small enough to stay in cache; a bigger table cost the
+ * writer ~60 ns an event in cache misses on a 400,000-object churn), and
+ * never beyond HPCMEM_TRACE_BUFFER entries; the frees of
+ * allocations it has no room for name their address instead).  Counted in
+ * memory_bytes.  0, or -ENOMEM (then no models: format 1.1). */
+#define HMT_LIVE_MIN_BITS 12
+#define HMT_LIVE_MAX_BITS 16
+static int live_reserve(hmt_tbuf_t *b, uint64_t more) {
+  if (!b->model && !(b->model = _hpcmem_trace_alloc(sizeof *b->model))) return -ENOMEM;
+  hmt_c2_livemap_t *L = &b->live;
+  uint64_t cap = L->t ? L->mask + 1 : 0;
+  if (L->t && 2 * (L->n + more) <= cap) return 0;
+  uint64_t keep = 0, oldest = b->chain && b->model->nalloc > HMT_C2_RING ? b->model->nalloc - HMT_C2_RING : 0;
+  if (b->chain)
+    for (uint64_t i = 0; i < cap; i++) keep += L->t[i].addr && (L->t[i].idx_class >> 8) >= oldest;
+  uint64_t want = 1ull << HMT_LIVE_MIN_BITS;
+  while (want < 2 * (keep + more) && 2 * want <= G.bufsize && want < (2ull << HMT_C2_RING_BITS) &&
+         want < (1ull << HMT_LIVE_MAX_BITS)) want <<= 1;
+  if (want == cap && keep == L->n) return 0;  /* at the largest size: insertions beyond are skipped */
+  hmt_c2_livemap_t N = {_hpcmem_trace_alloc(want * sizeof(hmt_c2_live_t)), want - 1, 0};
+  if (!N.t) return L->t ? 0 : -ENOMEM;
+  if (b->chain)
+    for (uint64_t i = 0; i < cap; i++)
+      if (L->t[i].addr && (L->t[i].idx_class >> 8) >= oldest)
+        hmt_c2_live_put(&N, L->t[i].addr, L->t[i].idx_class >> 8, (unsigned)(L->t[i].idx_class & 0xff));
+  _hpcmem_trace_free(L->t);
+  *L = N;
+  return 0;
+}
+
 /* Write the gathered records as one block.  Holding b->lock. */
 static int write_rows(hmt_tbuf_t *b, int may_wait) {
   size_t len = b->rows_len;
@@ -430,16 +468,25 @@ static int write_rows(hmt_tbuf_t *b, int may_wait) {
   blk.base_time = base.time; blk.base_ptr = base.ptr; blk.base_stack = base.stack;
   const void *out = raw;
   size_t out_len = len, raw_len = len;
-  int columns = 0;
+  int columns = 0, models = G.codec != HMT_CODEC_NONE && live_reserve(b, count) == 0;
+  int chained = models && b->chain;
   unsigned shift = HMT_TICK_SHIFT;
-  void *comp = _hpcmem_compress_events_begin(G.codec, raw, len, &base, shift, may_wait, &out, &out_len,
-                                             &raw_len, &columns);
+  b->chain = 0;  /* until this block is written with the models */
+  void *comp = _hpcmem_compress_events_begin(G.codec, raw, len, &base, shift, models ? b->model : NULL, &b->live,
+                                             chained, may_wait, &out, &out_len, &raw_len, &columns);
   blk.codec = comp ? (uint8_t)G.codec : HMT_CODEC_NONE;
-  if (comp && columns) { blk.flags = HMT_BF_COLUMNS; blk.raw_len = (uint32_t)raw_len; }
+  if (comp && columns) {
+    blk.flags = HMT_BF_COLUMNS;
+    if (columns == 2) blk.flags |= HMT_BF_MODELS | (chained ? HMT_BF_CHAIN : 0);
+    blk.raw_len = (uint32_t)raw_len;
+  }
   blk.stored_len = (uint32_t)out_len;
   int err = _hpcmem_tfile_write_block(&blk, out, may_wait);
   _hpcmem_compress_done(comp);
   if (err) { STAT_ADD(write_errors, 1); return err; }
+  /* a block in rows or 1.1 columns, or one not written, leaves the reader's
+   * models where they were: the next block starts them afresh */
+  b->chain = comp && columns == 2;
   STAT_ADD(blocks, 1); STAT_ADD(raw_bytes, len); STAT_ADD(stored_bytes, out_len);
   if (t_writer) STAT_ADD(writer_blocks, 1);
   return 0;
@@ -786,6 +833,7 @@ static void after_fork_child(void) {
     b->lock.owner = 0;
     for (int i = 0; i < HMT_SEGS; i++) b->ready[i] = b->done[i] = 0;
     b->rows_len = 0; b->rows_count = 0;
+    b->chain = 0;  /* a new file */
     b->tail = POS_SEG(b->pos);
     b->pos = POS(b->tail, 0);
     b->events = 0;
@@ -807,7 +855,13 @@ void _hpcmem_trace_shutdown(void) {
   __atomic_store_n(&_hpcmem_trace_enabled, 0, __ATOMIC_RELEASE);
   _hpcmem_trace_signals_uninstall();
   hmt_tbuf_t *b = G.all;
-  while (b) { hmt_tbuf_t *n = b->next; _hpcmem_trace_free(b); b = n; }
+  while (b) {
+    hmt_tbuf_t *n = b->next;
+    _hpcmem_trace_free(b->model);
+    _hpcmem_trace_free(b->live.t);
+    _hpcmem_trace_free(b);
+    b = n;
+  }
   G.all = NULL;
   t_buf = NULL;
   _hpcmem_tfile_close();

@@ -120,10 +120,14 @@ const char *_hpcmem_stack_method_name(int method);
 void *_hpcmem_compress_begin(int codec, const void *src, size_t len, int may_wait,
                              const void **out, size_t *out_len);
 /* The same for the rows of an EVENTS block encoded against *base: they are
- * regrouped in columns first (time ticks of 2^shift ns) when that works;
- * *columns says so, *raw_len is the length before compression. */
+ * regrouped in columns first (time ticks of 2^shift ns) when that works:
+ * format 1.2 with the buffer's models (continued when chained, else
+ * started afresh; the caller sizes live), or 1.1 when model is NULL.
+ * *columns says which (0 rows, 1 or 2), *raw_len is the length before
+ * compression. */
 void *_hpcmem_compress_events_begin(int codec, const void *src, size_t len, const hmt_state_t *base, unsigned shift,
-                                    int may_wait, const void **out, size_t *out_len, size_t *raw_len, int *columns);
+                                    hmt_col_model_t *model, hmt_c2_livemap_t *live, int chained, int may_wait,
+                                    const void **out, size_t *out_len, size_t *raw_len, int *columns);
 void _hpcmem_compress_done(void *comp);
 size_t _hpcmem_compress_bound(int codec, size_t len);
 /* built in (headers at configure time) / loaded (dlopen succeeded) */
