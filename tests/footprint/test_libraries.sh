@@ -2,7 +2,8 @@
 # libhpcmem's fixed cost at start (docs/footprint.md): a program without MPI
 # must not get the MPI library, hwloc (with libudev and libm behind it) or
 # hwloc's plugins (PCI, OpenCL, GL with libX11 and libxcb, libxml2) mapped
-# by libhpcmem, neither under LD_PRELOAD nor linked with -lhpcmem.  The MPI
+# by libhpcmem (nor libnuma), neither under LD_PRELOAD nor linked with
+# -lhpcmem.  The MPI
 # layer reaches MPI through weak references; hwloc is not opened at all
 # unless something needs more than sysfs tells (and closed again after
 # reading); both are checked in the library's symbol table too.
@@ -16,7 +17,8 @@ ok() { echo "[       OK ] footprint.$1"; }
 fail() { echo "[  FAILED  ] footprint.$1 ($2)"; fails=$((fails + 1)); }
 
 # what must not be there: MPI, hwloc and everything they bring
-words="libmpi libopen-pal libopen-rte libopen-orted libpmix libevent libhwloc hwloc_ libudev libm.so libpciaccess libOpenCL libX11 libxcb libxml2 libicu"
+# (and libnuma: the NUMA system calls are made directly, src/prim)
+words="libmpi libopen-pal libopen-rte libopen-orted libpmix libevent libhwloc hwloc_ libudev libm.so libpciaccess libOpenCL libX11 libxcb libxml2 libicu libnuma"
 
 # $1: case name; the rest: the command
 check_libs() {
@@ -63,7 +65,7 @@ check_opened verbose_opens_hwloc 1 env LD_PRELOAD="$lib" HPCMEM_VERBOSE=1 "$bare
 check_opened saved_topology_opens_hwloc 1 env LD_PRELOAD="$lib" HPCMEM_TOPOLOGY="$top_srcdir/tests/data/2socket-4numa.xml" "$bare"
 
 # the library itself: no DT_NEEDED on MPI or hwloc, no strong reference to them
-needed=$(readelf -d "$lib" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | grep -E 'mpi|open-(pal|rte)|hwloc|udev|^libm\.' | tr '\n' ' ')
+needed=$(readelf -d "$lib" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | grep -E 'mpi|open-(pal|rte)|hwloc|udev|numa|^libm\.' | tr '\n' ' ')
 if ! readelf -d "$lib" > /dev/null 2>&1; then echo "[  SKIPPED ] footprint.needed (no readelf)"
 elif [ -z "$needed" ]; then ok needed
 else fail needed "libhpcmem.so needs $needed"; fi
