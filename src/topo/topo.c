@@ -37,41 +37,55 @@
 
 typedef struct {
   int loaded;
-  char source[HPCMEM_OPT_STR_MAX + 16];
   int nnodes;
-  hpcmem_numa_info_t node[HPCMEM_TOPO_MAX_NODES];  /* ascending OS index */
-  int ncpus;                                       /* PUs in pu_order */
+  int ncpus;                                       /* cpus in topology order (C[].order) */
   int cpu_limit;                                   /* largest OS cpu number + 1 */
-  int16_t pu_order[HPCMEM_TOPO_MAX_CPUS];          /* OS cpu numbers, topology order */
-  int16_t cpu_numa[HPCMEM_TOPO_MAX_CPUS];          /* OS node index; -1: no such cpu */
-  int16_t cpu_group[HPCMEM_TOPO_MAX_CPUS];         /* -1: no such cpu */
   int ngroups;
   const char *group_level;
   int ncores;
   uint64_t cache_size[6];                          /* by level 1..5 */
   int cache_line;
   int have_node_cpus;                              /* node_cpus is filled */
-  int have_levels;                                 /* lead[][] and the level counts are filled */
+  int have_levels;                                 /* C[].lead and the level counts are filled */
   int full;                                        /* hwloc's details are in (or cannot be had) */
-  char sysfs_root[256];                            /* where sysfs was read ("" when it was not) */
   int level_width[TOPO_LEVELS];                    /* objects holding cpus, per level */
   int level_groups[TOPO_LEVELS];                   /* groups when the groups follow that level */
 #ifdef HAVE_HWLOC
   hwloc_topology_t topo;                           /* only while loading */
+#endif
+  char sysfs_root[256];                            /* where sysfs was read ("" when it was not) */
+  char source[HPCMEM_OPT_STR_MAX + 16];
+  hpcmem_numa_info_t node[HPCMEM_TOPO_MAX_NODES];  /* ascending OS index; the used ones follow the above */
+#ifdef HAVE_HWLOC
   hwloc_obj_t node_obj[HPCMEM_TOPO_MAX_NODES];     /* only while loading */
 #endif
 } topo_t;
+
+/* Per cpu, one row: the cpu at this position in topology order, and this
+ * cpu's node, group and the leaders of the objects holding it (machine.h).
+ * One row per cpu keeps a small machine's tables on one page.  Node and
+ * group are +1-biased (0: no such cpu), so that the zeroed .bss already
+ * says "no cpu" and a reset clears only the rows of the cpus it had. */
+typedef struct {
+  int16_t order;                                   /* OS cpu number */
+  uint16_t numa1;                                  /* OS node index + 1 */
+  uint16_t group1;                                 /* group + 1 */
+  int16_t lead[TOPO_LEVELS];
+} cpu_row_t;
+static cpu_row_t C[HPCMEM_TOPO_MAX_CPUS];
+
+#define NUMA_OF(c) ((int)C[c].numa1 - 1)
+#define GROUP_OF(c) ((int)C[c].group1 - 1)
+#define SET_NUMA(c, v) (C[c].numa1 = (uint16_t)((v) + 1))
+#define SET_GROUP(c, v) (C[c].group1 = (uint16_t)((v) + 1))
 
 /* Zero-initialised: before a load this is a one-node, one-group machine
  * (the accessors below special-case !loaded). */
 static topo_t T;
 
-/* The cpus of each node (bit = OS cpu number) and, for each cpu and level,
- * the leader of the object holding it (machine.h).  Large, but in .bss:
- * only the rows of the nodes and cpus that exist are ever touched (one page
- * on a laptop). */
+/* The cpus of each node (bit = OS cpu number).  Large, but in .bss: only
+ * the rows of the nodes that exist are ever touched. */
 static unsigned long node_cpus[HPCMEM_TOPO_MAX_NODES][HPCMEM_TOPO_MAX_CPUS / ULONG_BITS];
-static int16_t lead[HPCMEM_TOPO_MAX_CPUS][TOPO_LEVELS];
 
 /* hwloc's details, loaded at their first use (see need_full below). */
 static void need_full(void);
@@ -260,7 +274,7 @@ int _hpcmem_topo_core_count(void) { need_full(); return T.loaded ? T.ncores : 0;
 uint64_t _hpcmem_topo_cache_size(int level) { need_full(); return level >= 1 && level <= 5 ? T.cache_size[level] : 0; }
 int _hpcmem_topo_cache_line(void) { need_full(); return T.cache_line > 0 ? T.cache_line : 64; }
 int _hpcmem_topo_detailed(void) { return T.loaded && __atomic_load_n(&T.full, __ATOMIC_ACQUIRE); }
-int _hpcmem_topo_cpu_at(int i) { return T.loaded && i >= 0 && i < T.ncpus ? T.pu_order[i] : -EINVAL; }
+int _hpcmem_topo_cpu_at(int i) { return T.loaded && i >= 0 && i < T.ncpus ? C[i].order : -EINVAL; }
 const char *_hpcmem_topo_group_level(void) { return T.group_level ? T.group_level : "none (not loaded)"; }
 
 int _hpcmem_topo_numa_info(int node, hpcmem_numa_info_t *out) {
@@ -285,14 +299,14 @@ int _hpcmem_topo_numa_lookup(int os_index) {
 int _hpcmem_topo_cpu_numa(int cpu) {
   if (cpu < 0) return -EINVAL;
   if (!T.loaded) return 0;
-  if (cpu >= HPCMEM_TOPO_MAX_CPUS || T.cpu_numa[cpu] < 0) return -ENODEV;
-  return T.cpu_numa[cpu];
+  if (cpu >= HPCMEM_TOPO_MAX_CPUS || NUMA_OF(cpu) < 0) return -ENODEV;
+  return NUMA_OF(cpu);
 }
 
 int _hpcmem_topo_cpu_group(int cpu) {
   if (cpu < 0) return -EINVAL;
   int n = T.ngroups > 0 ? T.ngroups : 1;
-  if (T.loaded && cpu < HPCMEM_TOPO_MAX_CPUS && T.cpu_group[cpu] >= 0) return T.cpu_group[cpu];
+  if (T.loaded && cpu < HPCMEM_TOPO_MAX_CPUS && GROUP_OF(cpu) >= 0) return GROUP_OF(cpu);
   return cpu % n;
 }
 
@@ -301,7 +315,7 @@ int _hpcmem_topo_group_numa(int group) {
   if (group < 0 || group >= n) return -EINVAL;
   if (!T.loaded) return 0;
   for (int i = 0; i < T.ncpus; i++)
-    if (T.cpu_group[T.pu_order[i]] == group) return _hpcmem_topo_cpu_numa(T.pu_order[i]);
+    if (GROUP_OF(C[i].order) == group) return _hpcmem_topo_cpu_numa(C[i].order);
   return -ENODEV;
 }
 
@@ -474,6 +488,7 @@ int _hpcmem_topo_local_nodes(int cpu, hpcmem_mem_kind_t kind, unsigned long *mas
 /* Loading                                                              */
 
 static void reset_tables(void) {
+  for (int i = 0; i < T.ncpus; i++) C[C[i].order].numa1 = C[C[i].order].group1 = 0;
   T.loaded = 0;
   T.nnodes = 0;
   T.ncpus = 0;
@@ -487,21 +502,20 @@ static void reset_tables(void) {
   T.have_levels = 0;
   T.full = 0;
   T.sysfs_root[0] = 0;
-  for (int i = 0; i < HPCMEM_TOPO_MAX_CPUS; i++) T.cpu_numa[i] = T.cpu_group[i] = -1;
 }
 
 static void add_cpu(int os) {
   if (os >= HPCMEM_TOPO_MAX_CPUS) return;
-  T.pu_order[T.ncpus++] = (int16_t)os;
+  C[T.ncpus++].order = (int16_t)os;
   if (os + 1 > T.cpu_limit) T.cpu_limit = os + 1;
-  for (int lv = 0; lv < TOPO_LEVELS; lv++) lead[os][lv] = -1;
+  for (int lv = 0; lv < TOPO_LEVELS; lv++) C[os].lead[lv] = -1;
 }
 
 /* Node for each cpu: the narrowest node holding it, DRAM before other kinds
  * at equal width (a KNL cluster's cpus belong to its DRAM, not its MCDRAM). */
 static void map_cpus_to_nodes(void) {
   for (int c = 0; c < T.ncpus; c++) {
-    int cpu = T.pu_order[c], best = -1;
+    int cpu = C[c].order, best = -1;
     for (int i = 0; i < T.nnodes; i++) {
       if (node_has_cpu(i, cpu) <= 0) continue;
       if (best < 0 || T.node[i].cpu_count < T.node[best].cpu_count ||
@@ -510,14 +524,14 @@ static void map_cpus_to_nodes(void) {
         best = i;
     }
     if (best < 0 && T.nnodes > 0) best = 0;  /* a cpu no node claims: keep it usable */
-    T.cpu_numa[cpu] = best < 0 ? -1 : (int16_t)T.node[best].os_index;
+    SET_NUMA(cpu, best < 0 ? -1 : T.node[best].os_index);
   }
 }
 
 /* HPCMEM_HEAPS groups: deal the cpus out in topology order. */
 static void groups_by_count(int count) {
   for (int i = 0; i < T.ncpus; i++)
-    T.cpu_group[T.pu_order[i]] = (int16_t)((long)i * count / (T.ncpus ? T.ncpus : 1));
+    SET_GROUP(C[i].order, (long)i * count / (T.ncpus ? T.ncpus : 1));
   T.ngroups = count;
   T.group_level = "HPCMEM_HEAPS";
 }
@@ -549,15 +563,15 @@ static void derived_leads(void) {
   int all = -1;
   for (int i = 0; i < T.nnodes; i++) first[i] = -1;
   for (int i = 0; i < T.ncpus; i++) {
-    int c = T.pu_order[i], pos = T.cpu_numa[c] >= 0 ? node_pos(T.cpu_numa[c]) : -1;
+    int c = C[i].order, pos = NUMA_OF(c) >= 0 ? node_pos(NUMA_OF(c)) : -1;
     if (all < 0 || c < all) all = c;
     if (pos >= 0 && (first[pos] < 0 || c < first[pos])) first[pos] = (int16_t)c;
   }
   for (int i = 0; i < T.ncpus; i++) {
-    int c = T.pu_order[i], pos = T.cpu_numa[c] >= 0 ? node_pos(T.cpu_numa[c]) : -1;
-    lead[c][TOPO_LV_PU] = (int16_t)c;
-    lead[c][TOPO_LV_NUMA] = pos >= 0 ? first[pos] : -1;
-    lead[c][TOPO_LV_MACHINE] = (int16_t)all;
+    int c = C[i].order, pos = NUMA_OF(c) >= 0 ? node_pos(NUMA_OF(c)) : -1;
+    C[c].lead[TOPO_LV_PU] = (int16_t)c;
+    C[c].lead[TOPO_LV_NUMA] = pos >= 0 ? first[pos] : -1;
+    C[c].lead[TOPO_LV_MACHINE] = (int16_t)all;
   }
 }
 
@@ -567,17 +581,17 @@ static int cpu_before(int a, int b) {
   static const int8_t order[] = {TOPO_LV_PACKAGE, TOPO_LV_NUMA, TOPO_LV_L5, TOPO_LV_L5 - 1, TOPO_LV_L5 - 2,
                                  TOPO_LV_L5 - 3,  TOPO_LV_L1,   TOPO_LV_CORE};
   for (size_t k = 0; k < sizeof order; k++)
-    if (lead[a][order[k]] != lead[b][order[k]]) return lead[a][order[k]] < lead[b][order[k]];
+    if (C[a].lead[order[k]] != C[b].lead[order[k]]) return C[a].lead[order[k]] < C[b].lead[order[k]];
   return a < b;
 }
 
 static void sort_cpus(void) {   /* Shell sort: no heap, and nearly sorted input is cheap */
   for (int gap = T.ncpus / 2; gap > 0; gap /= 2)
     for (int i = gap; i < T.ncpus; i++) {
-      int16_t c = T.pu_order[i];
+      int16_t c = C[i].order;
       int j = i;
-      for (; j >= gap && cpu_before(c, T.pu_order[j - gap]); j -= gap) T.pu_order[j] = T.pu_order[j - gap];
-      T.pu_order[j] = c;
+      for (; j >= gap && cpu_before(c, C[j - gap].order); j -= gap) C[j].order = C[j - gap].order;
+      C[j].order = c;
     }
 }
 
@@ -587,9 +601,9 @@ static void count_levels(void) {
   for (int lv = 0; lv < TOPO_LEVELS; lv++) {
     int width = 0, stray = 0;
     for (int i = 0; i < T.ncpus; i++) {
-      int c = T.pu_order[i];
-      if (lead[c][lv] == c) width++;
-      else if (lead[c][lv] < 0) stray = 1;
+      int c = C[i].order;
+      if (C[c].lead[lv] == c) width++;
+      else if (C[c].lead[lv] < 0) stray = 1;
     }
     T.level_width[lv] = width;
     T.level_groups[lv] = width + stray > 0 ? width + stray : 1;
@@ -599,15 +613,15 @@ static void count_levels(void) {
 /* Groups = the objects of one level, numbered in topology order. */
 static void groups_by_level(int lv) {
   int g = 0, stray = 0;
-  for (int i = 0; i < T.ncpus; i++) T.cpu_group[T.pu_order[i]] = -1;
+  for (int i = 0; i < T.ncpus; i++) SET_GROUP(C[i].order, -1);
   for (int i = 0; i < T.ncpus; i++) {
-    int c = T.pu_order[i], l = lead[c][lv];
-    if (l < 0 || l >= HPCMEM_TOPO_MAX_CPUS || T.cpu_numa[l] < 0) { stray = 1; continue; }
-    if (T.cpu_group[l] < 0) T.cpu_group[l] = (int16_t)g++;
-    T.cpu_group[c] = T.cpu_group[l];
+    int c = C[i].order, l = C[c].lead[lv];
+    if (l < 0 || l >= HPCMEM_TOPO_MAX_CPUS || NUMA_OF(l) < 0) { stray = 1; continue; }
+    if (GROUP_OF(l) < 0) SET_GROUP(l, g++);
+    SET_GROUP(c, GROUP_OF(l));
   }
   for (int i = 0; i < T.ncpus; i++)
-    if (T.cpu_group[T.pu_order[i]] < 0) T.cpu_group[T.pu_order[i]] = (int16_t)g;
+    if (GROUP_OF(C[i].order) < 0) SET_GROUP(C[i].order, g);
   T.ngroups = g + stray > 0 ? g + stray : 1;
   T.group_level = level_name[lv];
 }
@@ -652,12 +666,12 @@ void _hpcmem_topo_desc_cpu(int os) { add_cpu(os); }
 
 void _hpcmem_topo_desc_lead(int cpu, int level, int leader) {
   if (cpu < 0 || cpu >= HPCMEM_TOPO_MAX_CPUS || level < 0 || level >= TOPO_LEVELS) return;
-  lead[cpu][level] = (int16_t)(leader >= 0 && leader < HPCMEM_TOPO_MAX_CPUS ? leader : -1);
+  C[cpu].lead[level] = (int16_t)(leader >= 0 && leader < HPCMEM_TOPO_MAX_CPUS ? leader : -1);
 }
 
 int _hpcmem_topo_desc_get_lead(int cpu, int level) {
   if (cpu < 0 || cpu >= HPCMEM_TOPO_MAX_CPUS || level < 0 || level >= TOPO_LEVELS) return -1;
-  return lead[cpu][level];
+  return C[cpu].lead[level];
 }
 
 void _hpcmem_topo_desc_finish(const char *source, int sort) {
@@ -689,9 +703,9 @@ static void read_levels(void) {
       int first = -1, cpu;
       hwloc_bitmap_foreach_begin(cpu, o->cpuset) {
         if (cpu >= HPCMEM_TOPO_MAX_CPUS) break;
-        if (T.cpu_numa[cpu] < 0 || lead[cpu][lv] >= 0) continue;
+        if (NUMA_OF(cpu) < 0 || C[cpu].lead[lv] >= 0) continue;
         if (first < 0) first = cpu;
-        lead[cpu][lv] = (int16_t)first;
+        C[cpu].lead[lv] = (int16_t)first;
       }
       hwloc_bitmap_foreach_end();
     }
@@ -1153,7 +1167,7 @@ static void load_minimal(void) {
   n->cpu_count = T.ncpus;
   snprintf(n->cpus, sizeof n->cpus, "0-%d", T.ncpus - 1);
   T.nnodes = 1;
-  for (int i = 0; i < T.ncpus; i++) T.cpu_numa[T.pu_order[i]] = 0;
+  for (int i = 0; i < T.ncpus; i++) SET_NUMA(C[i].order, 0);
   snprintf(T.source, sizeof T.source, "this machine (one node, without hwloc)");
   T.loaded = 1;
   T.full = 1;   /* hwloc failed already: not asked again */
