@@ -1,12 +1,11 @@
 #!/bin/sh
 # libhpcmem's fixed cost at start (docs/footprint.md): a program without MPI
-# must not get the MPI library, hwloc (with libudev and libm behind it) or
-# hwloc's plugins (PCI, OpenCL, GL with libX11 and libxcb, libxml2) mapped
-# by libhpcmem (nor libnuma), neither under LD_PRELOAD nor linked with
-# -lhpcmem.  The MPI
-# layer reaches MPI through weak references; hwloc is not opened at all
-# unless something needs more than sysfs tells (and closed again after
-# reading); both are checked in the library's symbol table too.
+# must not get the MPI library, hwloc (with libudev and libm behind it),
+# hwloc's plugins (PCI, OpenCL, GL with libX11 and libxcb, libxml2) or
+# libnuma mapped by libhpcmem, neither under LD_PRELOAD nor linked with
+# -lhpcmem.  The MPI layer reaches MPI through weak references; hwloc is not
+# opened at all unless something needs more than sysfs tells (and closed
+# again after reading); both are checked in the library's symbol table too.
 # An MPI program still gets its report: tests/mpi/test_report.sh,
 # test_preload.sh and test_fortran.sh.
 bare=$top_builddir/tests/footprint/loaded_libs_bare
