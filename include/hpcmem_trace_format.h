@@ -34,7 +34,7 @@ extern "C" {
 
 #define HMT_FILE_MAGIC "HPCMEMTR"          /**< 8 bytes at offset 0 */
 #define HMT_VERSION_MAJOR 1                /**< readers reject other majors */
-#define HMT_VERSION_MINOR 0                /**< readers accept any minor */
+#define HMT_VERSION_MINOR 1                /**< readers accept any minor (1: columnar EVENTS blocks) */
 #define HMT_HEADER_SIZE 256
 #define HMT_BLOCK_MAGIC 0x42544d48u        /**< "HMTB" in file byte order */
 #define HMT_BLOCK_HEADER_SIZE 56
@@ -94,7 +94,8 @@ enum {
   X(stored_bytes, "event bytes after compression") \
   X(memory_bytes, "memory held by the recorder (buffers, compressors, stack table)") \
   X(threads, "thread buffers created") \
-  X(write_errors, "blocks that could not be written")
+  X(write_errors, "blocks that could not be written") \
+  X(writer_blocks, "event blocks written by the writer thread (the others: by the recording threads themselves)")
 
 /* Header flags. */
 #define HMT_HF_RANK_FROM_MPI 0x1   /**< rank/size were set by MPI_Init (else: launcher guess) */
@@ -485,6 +486,325 @@ static inline int hmt_stack_frames(const hmt_record_t *r, uint64_t *out) {
     prev = i ? prev + (uint64_t)hmt_unzigzag(v) : v;
     out[i] = prev;
   }
+  return HMT_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Columnar EVENTS payload (format 1.1, block flag HMT_BF_COLUMNS)        */
+/*                                                                      */
+/* The same records as above, regrouped before compression so that each   */
+/* kind of value sits with its own kind and the compressor sees regular    */
+/* streams, with two models that remove most of the address bytes:         */
+/*   byte 0xC1 (never a valid row tag), varint tick shift s, then 7        */
+/*   varint stream lengths (tags, time, addr, ref, size, stack, defs) and  */
+/*   the streams in that order.                                           */
+/* tags:  one byte per record: bits 0-4 as a row tag, bit 5 same stack,    */
+/*        bit 6 the address is modelled (HMT_CTAG_MODEL), bit 7 0.          */
+/* time:  per event varint (time >> s) - (previous time >> s); decoded     */
+/*        time = tick << s (the state starts at base_time >> s).            */
+/* addr:  per event without HMT_CTAG_MODEL: zigzag(ptr - previous ptr);   */
+/*        realloc then zigzag(old - ptr).                                   */
+/* ref:   free with HMT_CTAG_MODEL: varint d >= 1, the address of the d-th */
+/*        latest allocation event of this block (allocations: malloc,     */
+/*        calloc, memalign, realloc with ptr != 0, counted in order).     */
+/* size:  allocation: varint size, memalign: then varint align.            */
+/* stack: allocation without same stack: varint stack id.                  */
+/* defs:  STACK and EXT records without their tag byte (tag type 14/15).   */
+/* An allocation with HMT_CTAG_MODEL has the address most recently freed   */
+/* (by a free with HMT_CTAG_MODEL) among blocks of its size: a table of    */
+/* HMT_COL_FREED entries indexed by hmt_col_hash(size), each holding      */
+/* (size, up to HMT_COL_DEPTH addresses, newest last); a modelled free    */
+/* pushes its allocation's address (dropping the oldest when full), a      */
+/* modelled allocation pops it.  Every block starts with an empty table.   */
+
+#define HMT_BF_COLUMNS 0x1      /**< block flag: EVENTS payload in columns */
+#define HMT_COL_MARK 0xC1       /**< first byte of a columnar payload */
+#define HMT_COL_STREAMS 7
+#define HMT_CTAG_ADDR 0xc0     /**< tag bits 6-7: address mode */
+#define HMT_CTAG_MODEL 0xc0    /**< address mode 3: modelled */
+#define HMT_COL_HIST 3
+#define HMT_COL_FREED_BITS 12
+#define HMT_COL_FREED (1u << HMT_COL_FREED_BITS)
+#define HMT_COL_DEPTH 4
+#define HMT_COL_LIVE_BITS 15    /* the encoder's table of live allocations */
+#define HMT_COL_LIVE (1u << HMT_COL_LIVE_BITS)
+
+typedef struct { uint64_t size, addr[HMT_COL_DEPTH]; uint32_t n, pad; } hmt_col_freed_t;
+typedef struct { uint64_t addr, size; uint64_t idx; } hmt_col_live_t;
+/** Work tables of the columnar encoder (the decoder needs only freed). */
+typedef struct { hmt_col_freed_t freed[HMT_COL_FREED]; hmt_col_live_t live[HMT_COL_LIVE]; } hmt_col_work_t;
+
+static inline uint32_t hmt_col_hash(uint64_t v, unsigned bits) {
+  return (uint32_t)((v * 0x9e3779b97f4a7c15ull) >> (64 - bits));
+}
+static inline unsigned hmt_varint_len(uint64_t v) { unsigned n = 1; while (v >= 0x80) { v >>= 7; n++; } return n; }
+static inline int hmt_col_pop(hmt_col_freed_t *t, uint64_t size, uint64_t *addr) {
+  hmt_col_freed_t *e = &t[hmt_col_hash(size, HMT_COL_FREED_BITS)];
+  if (e->size != size || e->n == 0) return 0;
+  *addr = e->addr[e->n - 1];
+  return 1;
+}
+static inline void hmt_col_taken(hmt_col_freed_t *t, uint64_t size) {
+  t[hmt_col_hash(size, HMT_COL_FREED_BITS)].n--;
+}
+static inline void hmt_col_push(hmt_col_freed_t *t, uint64_t size, uint64_t addr) {
+  hmt_col_freed_t *e = &t[hmt_col_hash(size, HMT_COL_FREED_BITS)];
+  if (e->size != size) { e->size = size; e->n = 0; }
+  if (e->n == HMT_COL_DEPTH) { memmove(e->addr, e->addr + 1, (HMT_COL_DEPTH - 1) * sizeof e->addr[0]); e->n--; }
+  e->addr[e->n++] = addr;
+}
+
+/* The encoder writes each stream into 4 KiB chunks of one pool (the
+ * streams together are never longer than the rows: every value is at most
+ * as long as the row's, and a modelled value is shorter or absent). */
+#define HMT_COL_CHUNK 4096u
+typedef struct { uint8_t *p, *end; uint32_t first, last; } hmt_col_stream_t;
+typedef struct {
+  uint8_t *pool;
+  uint32_t nchunks, used;
+  uint32_t *next, *fill;  /* per chunk: next chunk of its stream, bytes used */
+  hmt_col_stream_t s[HMT_COL_STREAMS];
+} hmt_col_pool_t;
+
+/** Pool bytes the encoder needs for len bytes of rows (chunks plus their
+ *  two u32 per chunk of bookkeeping). */
+static inline size_t hmt_col_pool_size(size_t len) {
+  size_t n = (len + HMT_COL_CHUNK - 1) / HMT_COL_CHUNK + HMT_COL_STREAMS + 1;
+  return n * (HMT_COL_CHUNK + 8);
+}
+static inline int hmt_col_newchunk(hmt_col_pool_t *P, hmt_col_stream_t *s) {
+  if (P->used == P->nchunks) return -1;
+  uint32_t c = P->used++;
+  P->next[c] = UINT32_MAX; P->fill[c] = 0;
+  if (s->p) { P->fill[s->last] = (uint32_t)(s->p - (P->pool + (size_t)s->last * HMT_COL_CHUNK)); P->next[s->last] = c; }
+  else s->first = c;
+  s->last = c;
+  s->p = P->pool + (size_t)c * HMT_COL_CHUNK;
+  s->end = s->p + HMT_COL_CHUNK;
+  return 0;
+}
+static inline int hmt_col_put(hmt_col_pool_t *P, int k, const uint8_t *b, size_t n) {
+  hmt_col_stream_t *s = &P->s[k];
+  while (n) {
+    if (s->p == s->end && hmt_col_newchunk(P, s)) return -1;
+    size_t m = (size_t)(s->end - s->p) < n ? (size_t)(s->end - s->p) : n;
+    memcpy(s->p, b, m); s->p += m; b += m; n -= m;
+  }
+  return 0;
+}
+static inline int hmt_col_putv(hmt_col_pool_t *P, int k, uint64_t v) {
+  hmt_col_stream_t *s = &P->s[k];
+  if (s->end - s->p >= 10) { s->p = hmt_put_varint(s->p, v); return 0; }
+  uint8_t tmp[10];
+  return hmt_col_put(P, k, tmp, (size_t)(hmt_put_varint(tmp, v) - tmp));
+}
+
+/* An address that is not modelled is a delta against one of the last
+ * HMT_COL_HIST event addresses (the shortest; tag bits 6-7 say which). */
+static inline uint8_t hmt_col_put_addr(hmt_col_pool_t *P, const uint64_t *hist, uint64_t ptr, int *e) {
+  unsigned best = 0, bl = 99;
+  for (unsigned k = 0; k < HMT_COL_HIST; k++) {
+    unsigned l = hmt_varint_len(hmt_zigzag((int64_t)(ptr - hist[k])));
+    if (l < bl) { bl = l; best = k; }
+  }
+  *e |= hmt_col_putv(P, 2, hmt_zigzag((int64_t)(ptr - hist[best])));
+  return (uint8_t)(best << 6);
+}
+
+/** Regroup len bytes of rows (encoded against *st, which is advanced to
+ *  their end) into a columnar payload at out (room for len + 64 bytes),
+ *  with time ticks of 2^shift ns.  pool: hmt_col_pool_size(len) bytes;
+ *  w: scratch tables.  Returns the payload length, 0 when the rows do not
+ *  decode (nothing to regroup) or the payload would not be shorter. */
+static inline size_t hmt_columns_encode(const uint8_t *rows, size_t len, hmt_state_t *st, unsigned shift,
+                                        uint8_t *out, void *pool, hmt_col_work_t *w) {
+  hmt_col_pool_t P;
+  size_t nch = (len + HMT_COL_CHUNK - 1) / HMT_COL_CHUNK + HMT_COL_STREAMS + 1;
+  memset(&P, 0, sizeof P);
+  P.pool = (uint8_t *)pool; P.nchunks = (uint32_t)nch;
+  P.next = (uint32_t *)(P.pool + nch * HMT_COL_CHUNK); P.fill = P.next + nch;
+  for (uint32_t i = 0; i < HMT_COL_FREED; i++) w->freed[i].size = UINT64_MAX, w->freed[i].n = 0;
+  for (uint32_t i = 0; i < HMT_COL_LIVE; i++) w->live[i].addr = 0;
+  const uint8_t *p = rows, *end = rows + len;
+  uint64_t nalloc = 0, hist[HMT_COL_HIST];
+  for (int k = 0; k < HMT_COL_HIST; k++) hist[k] = st->ptr;
+  hmt_record_t r;
+  while (p < end) {
+    const uint8_t *rec0 = p;
+    uint64_t prev_time = st->time, prev_stack = st->stack;
+    if (hmt_decode_record(&p, end, st, &r) != HMT_OK) return 0;
+    uint8_t tag = *rec0 & (HMT_TAG_TYPE | HMT_TAG_SYS);
+    if (r.type == HMT_REC_STACK || r.type == HMT_REC_EXT) {
+      if (hmt_col_put(&P, 0, &tag, 1) || hmt_col_put(&P, 6, rec0 + 1, (size_t)(p - rec0 - 1))) return 0;
+      continue;
+    }
+    int e = hmt_col_putv(&P, 1, (r.time >> shift) - (prev_time >> shift));
+    int model = 0;
+    if (r.type == HPCMEM_EV_FREE) {
+      hmt_col_live_t *l = &w->live[hmt_col_hash(r.ptr, HMT_COL_LIVE_BITS)];
+      if (r.ptr && l->addr == r.ptr && hmt_varint_len(nalloc - l->idx) <= hmt_varint_len(hmt_zigzag((int64_t)(r.ptr - hist[0])))) {
+        model = 1;
+        e |= hmt_col_putv(&P, 3, nalloc - l->idx);
+        hmt_col_push(w->freed, l->size, r.ptr);
+      }
+      if (l->addr == r.ptr) l->addr = 0;
+    } else {
+      uint64_t pred;
+      if (r.type != HPCMEM_EV_REALLOC && hmt_col_pop(w->freed, r.size, &pred) && pred == r.ptr) {
+        model = 1;
+        hmt_col_taken(w->freed, r.size);
+      }
+      if (!model) tag |= hmt_col_put_addr(&P, hist, r.ptr, &e);
+      if (r.type == HPCMEM_EV_REALLOC) {
+        e |= hmt_col_putv(&P, 2, hmt_zigzag((int64_t)(r.old_ptr - r.ptr)));
+        if (r.old_ptr) {
+          hmt_col_live_t *o = &w->live[hmt_col_hash(r.old_ptr, HMT_COL_LIVE_BITS)];
+          if (o->addr == r.old_ptr) o->addr = 0;
+        }
+      }
+      e |= hmt_col_putv(&P, 4, r.size);
+      if (r.type == HPCMEM_EV_MEMALIGN) e |= hmt_col_putv(&P, 4, r.align);
+      if (r.stack == prev_stack) tag |= HMT_TAG_SAME_STACK;
+      else e |= hmt_col_putv(&P, 5, r.stack);
+      if (r.type != HPCMEM_EV_REALLOC || r.ptr) {
+        nalloc++;
+        hmt_col_live_t *l = &w->live[hmt_col_hash(r.ptr, HMT_COL_LIVE_BITS)];
+        l->addr = r.ptr; l->size = r.size; l->idx = nalloc - 1;
+      }
+    }
+    if (model) tag |= HMT_CTAG_MODEL;
+    else if (r.type == HPCMEM_EV_FREE) tag |= hmt_col_put_addr(&P, hist, r.ptr, &e);
+    for (int k = HMT_COL_HIST - 1; k > 0; k--) hist[k] = hist[k - 1];
+    hist[0] = r.ptr;
+    e |= hmt_col_put(&P, 0, &tag, 1);
+    if (e) return 0;
+  }
+  /* close the streams and gather them behind the lengths */
+  uint64_t slen[HMT_COL_STREAMS] = {0};
+  for (int k = 0; k < HMT_COL_STREAMS; k++) {
+    hmt_col_stream_t *s = &P.s[k];
+    if (!s->p) continue;
+    P.fill[s->last] = (uint32_t)(s->p - (P.pool + (size_t)s->last * HMT_COL_CHUNK));
+    for (uint32_t c = s->first; c != UINT32_MAX; c = P.next[c]) slen[k] += P.fill[c];
+  }
+  uint8_t *o = out;
+  *o++ = HMT_COL_MARK;
+  o = hmt_put_varint(o, shift);
+  for (int k = 0; k < HMT_COL_STREAMS; k++) o = hmt_put_varint(o, slen[k]);
+  size_t total = (size_t)(o - out);
+  for (int k = 0; k < HMT_COL_STREAMS; k++) total += slen[k];
+  if (total > len + 64) return 0;
+  for (int k = 0; k < HMT_COL_STREAMS; k++) {
+    if (!P.s[k].p) continue;
+    for (uint32_t c = P.s[k].first; c != UINT32_MAX; c = P.next[c]) {
+      memcpy(o, P.pool + (size_t)c * HMT_COL_CHUNK, P.fill[c]);
+      o += P.fill[c];
+    }
+  }
+  return (size_t)(o - out);
+}
+
+/** Decode a columnar payload back into rows at out (out_cap bytes) that
+ *  the row decoder reads from *st.  On entry *st is the block header's
+ *  base state; on return it is the state the rows start from (time rounded
+ *  down to the tick).  allocs: room for 2 * count words; freed: scratch.
+ *  Returns HMT_OK, HMT_E_RECORD (malformed) or HMT_E_RANGE (out is too
+ *  small: try again with more room); *out_len, *nrec: rows and records. */
+static inline int hmt_columns_decode(const uint8_t *in, size_t len, hmt_state_t *st, uint8_t *out, size_t out_cap,
+                                     size_t *out_len, uint64_t *nrec, uint64_t *allocs, uint64_t count,
+                                     hmt_col_freed_t *freed) {
+  const uint8_t *p = in, *end = in + len;
+  uint64_t shift, sl[HMT_COL_STREAMS];
+  if (p >= end || *p++ != HMT_COL_MARK || !(p = hmt_get_varint(p, end, &shift)) || shift > 40) return HMT_E_RECORD;
+  for (int k = 0; k < HMT_COL_STREAMS; k++)
+    if (!(p = hmt_get_varint(p, end, &sl[k])) || sl[k] > (uint64_t)(end - p)) return HMT_E_RECORD;
+  const uint8_t *s[HMT_COL_STREAMS], *se[HMT_COL_STREAMS];
+  for (int k = 0; k < HMT_COL_STREAMS; k++) {
+    if (sl[k] > (uint64_t)(end - p)) return HMT_E_RECORD;
+    s[k] = p; p += sl[k]; se[k] = p;
+  }
+  if (p != end || sl[0] != count) return HMT_E_RECORD;
+  for (uint32_t i = 0; i < HMT_COL_FREED; i++) freed[i].size = UINT64_MAX, freed[i].n = 0;
+  st->time = (st->time >> shift) << shift;
+  hmt_state_t row = *st;  /* the rows' encoder state */
+  uint64_t tick = st->time >> shift, nalloc = 0, v, hist[HMT_COL_HIST];
+  for (int k = 0; k < HMT_COL_HIST; k++) hist[k] = st->ptr;
+  uint8_t *o = out, *oend = out + out_cap;
+  for (uint64_t i = 0; i < count; i++) {
+    uint8_t tag = s[0][i];
+    unsigned type = tag & HMT_TAG_TYPE;
+    unsigned mode = (tag & HMT_CTAG_ADDR) >> 6;
+    if (type == HMT_REC_STACK || type == HMT_REC_EXT) {
+      if (tag != type) return HMT_E_RECORD;
+      /* the record's length: parse its varints */
+      const uint8_t *q = s[6];
+      uint64_t a, b, n;
+      if (type == HMT_REC_STACK) {
+        if (!(q = hmt_get_varint(q, se[6], &a)) || !(q = hmt_get_varint(q, se[6], &b)) ||
+            !(q = hmt_get_varint(q, se[6], &n)) || n > HMT_MAX_DEPTH)
+          return HMT_E_RECORD;
+        for (uint64_t f = 0; f < n; f++)
+          if (!(q = hmt_get_varint(q, se[6], &a))) return HMT_E_RECORD;
+      } else {
+        if (!(q = hmt_get_varint(q, se[6], &a)) || !(q = hmt_get_varint(q, se[6], &n)) || n > (uint64_t)(se[6] - q))
+          return HMT_E_RECORD;
+        q += n;
+      }
+      size_t rl = (size_t)(q - s[6]);
+      if ((size_t)(oend - o) < rl + 1) return HMT_E_RANGE;
+      uint8_t *r0 = o;
+      *o++ = tag; memcpy(o, s[6], rl); o += rl; s[6] = q;
+      const uint8_t *rp = r0;
+      hmt_record_t rec;
+      if (hmt_decode_record(&rp, o, &row, &rec) != HMT_OK) return HMT_E_RECORD;
+      continue;
+    }
+    if (type < HPCMEM_EV_MALLOC || type > HPCMEM_EV_MEMALIGN) return HMT_E_RECORD;
+    if ((size_t)(oend - o) < HMT_MAX_RECORD(0)) return HMT_E_RANGE;
+    uint64_t ptr = 0, old = 0, size = 0, align = 0, stack = 0;
+    if (!(s[1] = hmt_get_varint(s[1], se[1], &v)) || tick + v < tick || ((tick + v) << shift) >> shift != tick + v)
+      return HMT_E_RECORD;
+    tick += v;
+    if (type == HPCMEM_EV_FREE) {
+      if (tag & HMT_TAG_SAME_STACK) return HMT_E_RECORD;
+      if (mode == 3) {
+        if (!(s[3] = hmt_get_varint(s[3], se[3], &v)) || v == 0 || v > nalloc) return HMT_E_RECORD;
+        ptr = allocs[2 * (nalloc - v)];
+        hmt_col_push(freed, allocs[2 * (nalloc - v) + 1], ptr);
+      } else {
+        if (!(s[2] = hmt_get_varint(s[2], se[2], &v))) return HMT_E_RECORD;
+        ptr = hist[mode] + (uint64_t)hmt_unzigzag(v);
+      }
+    } else {
+      if (!(s[4] = hmt_get_varint(s[4], se[4], &size))) return HMT_E_RECORD;
+      if (type == HPCMEM_EV_MEMALIGN && !(s[4] = hmt_get_varint(s[4], se[4], &align))) return HMT_E_RECORD;
+      if (mode == 3) {
+        if (type == HPCMEM_EV_REALLOC || !hmt_col_pop(freed, size, &ptr)) return HMT_E_RECORD;
+        hmt_col_taken(freed, size);
+      } else {
+        if (!(s[2] = hmt_get_varint(s[2], se[2], &v))) return HMT_E_RECORD;
+        ptr = hist[mode] + (uint64_t)hmt_unzigzag(v);
+      }
+      if (type == HPCMEM_EV_REALLOC) {
+        if (!(s[2] = hmt_get_varint(s[2], se[2], &v))) return HMT_E_RECORD;
+        old = ptr + (uint64_t)hmt_unzigzag(v);
+      }
+      if (tag & HMT_TAG_SAME_STACK) stack = row.stack;
+      else if (!(s[5] = hmt_get_varint(s[5], se[5], &stack))) return HMT_E_RECORD;
+      if (type != HPCMEM_EV_REALLOC || ptr) {
+        if (nalloc >= count) return HMT_E_RECORD;
+        allocs[2 * nalloc] = ptr; allocs[2 * nalloc + 1] = size;
+        nalloc++;
+      }
+    }
+    for (int k = HMT_COL_HIST - 1; k > 0; k--) hist[k] = hist[k - 1];
+    hist[0] = ptr;
+    o = hmt_encode_event(o, &row, type, (tag & HMT_TAG_SYS) != 0, tick << shift, ptr, old, size, align, stack);
+  }
+  for (int k = 1; k < HMT_COL_STREAMS; k++)
+    if (s[k] != se[k]) return HMT_E_RECORD;
+  *out_len = (size_t)(o - out);
+  *nrec = count;
   return HMT_OK;
 }
 

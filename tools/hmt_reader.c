@@ -28,9 +28,14 @@ typedef struct {
   size_t next;                   /* next block to load */
   uint8_t *raw;
   size_t raw_cap;
+  uint8_t *rows;           /* a columnar block's records, back in rows */
+  size_t rows_cap;
+  uint64_t *allocs;        /* its allocations' (address, size), by index */
+  size_t allocs_cap;
   const uint8_t *p, *end, *start;
   uint64_t block_off, block_records, block_count;
   hmt_state_t st;
+  uint64_t last_time;      /* of the stream's previous event */
   int has_ev;
   hmt_event_t ev;
 } stream_t;
@@ -58,6 +63,7 @@ struct hmt_reader {
   int started, failed;
   hmt_map_t node_index;    /* node id -> index into nodes */
   node_t *nodes;
+  hmt_col_freed_t *freed; /* the columnar decoder's table */
   size_t nnodes, nodes_cap;
   hmt_map_t stack_index;   /* node id -> index into stacks: stacks resolved so far */
   stack_t_ *stacks;
@@ -433,7 +439,10 @@ int hmt_open(const char *path, int flags, hmt_reader_t **out, hmt_error_t *err) 
 void hmt_close(hmt_reader_t *r) {
   if (!r) return;
   if (r->fd >= 0) close(r->fd);
-  for (size_t i = 0; i < r->nstreams; i++) { free(r->streams[i].blocks); free(r->streams[i].raw); }
+  for (size_t i = 0; i < r->nstreams; i++) {
+    free(r->streams[i].blocks); free(r->streams[i].raw); free(r->streams[i].rows); free(r->streams[i].allocs);
+  }
+  free(r->freed);
   free(r->streams);
   free(r->blks);
   free(r->heap);
@@ -544,6 +553,39 @@ const hmt_module_t *hmt_module_of(const hmt_reader_t *r, uint64_t addr) {
 
 /* ---- events ---------------------------------------------------------- */
 
+/* A columnar EVENTS block (format 1.1): back into rows, which the row
+ * decoder then reads as any other block's. */
+static int columns_to_rows(hmt_reader_t *r, stream_t *s, const blk_t *k) {
+  if (k->b.count > k->b.raw_len)
+    return fail(r, NULL, HMT_E_RECORD, k->off, "columnar block claims %u records in %u bytes", k->b.count, k->b.raw_len);
+  if (!r->freed && !(r->freed = malloc(HMT_COL_FREED * sizeof *r->freed)))
+    return fail(r, NULL, -ENOMEM, k->off, "out of memory");
+  size_t need = 2 * (size_t)k->b.count + 2;
+  if (s->allocs_cap < need) {
+    uint64_t *a = realloc(s->allocs, need * sizeof *a);
+    if (!a) return fail(r, NULL, -ENOMEM, k->off, "out of memory");
+    s->allocs = a; s->allocs_cap = need;
+  }
+  size_t cap = s->rows_cap > 2 * (size_t)k->b.raw_len + 64 ? s->rows_cap : 2 * (size_t)k->b.raw_len + 64;
+  for (;;) {
+    if (grow_buf(&s->rows, &s->rows_cap, cap)) return fail(r, NULL, -ENOMEM, k->off, "out of memory");
+    hmt_state_t st = s->st;
+    size_t len = 0;
+    uint64_t n = 0;
+    int d = hmt_columns_decode(s->raw, k->b.raw_len, &st, s->rows, s->rows_cap, &len, &n, s->allocs, k->b.count,
+                               r->freed);
+    if (d == HMT_OK) {
+      s->st = st;
+      s->start = s->p = s->rows;
+      s->end = s->rows + len;
+      return 0;
+    }
+    if (d != HMT_E_RANGE) return fail(r, NULL, HMT_E_RECORD, k->off, "malformed columnar block");
+    if (s->rows_cap >= HMT_MAX_BLOCK) return fail(r, NULL, HMT_E_RANGE, k->off, "columnar block decodes to more than 1 GiB");
+    cap = s->rows_cap * 2;
+  }
+}
+
 /* Load the stream's next block; 1 loaded, 0 none left, <0 error. */
 static int load_block(hmt_reader_t *r, stream_t *s) {
   while (s->next < s->nblocks) {
@@ -562,6 +604,17 @@ static int load_block(hmt_reader_t *r, stream_t *s) {
     s->start = s->p = s->raw;
     s->end = s->raw + k->b.raw_len;
     s->st.time = k->b.base_time; s->st.ptr = k->b.base_ptr; s->st.stack = k->b.base_stack;
+    if (k->b.flags & HMT_BF_COLUMNS) {
+      err = columns_to_rows(r, s, k);
+      if (err) {
+        if (err != -ENOMEM && (r->flags & HMT_OPEN_SALVAGE)) {
+          r->info.skipped_blocks++;
+          r->info.skipped_bytes += HMT_BLOCK_HEADER_SIZE + k->b.stored_len;
+          continue;
+        }
+        return err;
+      }
+    }
     s->block_off = k->off;
     s->block_records = 0;
     s->block_count = k->b.count;
@@ -601,6 +654,11 @@ static int fill(hmt_reader_t *r, stream_t *s) {
     }
     if (rec.type == HMT_REC_EXT) continue;
     s->ev.type = rec.type; s->ev.sys = rec.sys; s->ev.tid = s->tid;
+    /* a columnar block keeps time in ticks, rounded down, and may follow a
+     * block in rows (exact ns: a small flush that compression did not
+     * shrink): a thread's events stay in order */
+    if (rec.time < s->last_time) rec.time = s->last_time;
+    s->last_time = rec.time;
     s->ev.time = rec.time; s->ev.ptr = rec.ptr; s->ev.old_ptr = rec.old_ptr;
     s->ev.size = rec.size; s->ev.align = rec.align; s->ev.stack = rec.stack;
     return 1;
@@ -610,6 +668,10 @@ static int fill(hmt_reader_t *r, stream_t *s) {
 static int before(const hmt_reader_t *r, size_t a, size_t b) {
   const stream_t *x = &r->streams[a], *y = &r->streams[b];
   if (x->ev.time != y->ev.time) return x->ev.time < y->ev.time;
+  /* same tick (columnar blocks keep time to 2^10 ns): a free comes before
+   * another thread's allocation of the same address, which it made possible */
+  if (x->ev.type == HPCMEM_EV_FREE && y->ev.type != HPCMEM_EV_FREE && x->ev.ptr && x->ev.ptr == y->ev.ptr) return 1;
+  if (y->ev.type == HPCMEM_EV_FREE && x->ev.type != HPCMEM_EV_FREE && y->ev.ptr && y->ev.ptr == x->ev.ptr) return 0;
   if (x->block_off != y->block_off) return x->block_off < y->block_off;
   return a < b;
 }

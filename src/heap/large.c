@@ -6,12 +6,14 @@
  *    and size is a multiple of the configured alignment A0, so data that
  *    needs only A0 alignment never needs padding;
  *  - no two FREE blocks are adjacent (BUSY ones, being decayed outside the
- *    lock, are the exception: they rejoin their neighbours afterwards);
+ *    lock, and CACHED ones, on the quick list, are the exceptions: they
+ *    rejoin their neighbours afterwards);
  *  - every FREE block is in its arena's tree for its size class; a FREE
  *    block is in the decay FIFO iff its dirty hull [dlo, dhi) is non-empty,
  *    and the FIFO is sorted by stamp;
- *  - every LIVE block's data pointer is in the hash table, mapped to its
- *    record, and nothing else is;
+ *  - every LIVE or CACHED block's data pointer is in the hash table, mapped
+ *    to its record, and nothing else is; the quick list holds exactly the
+ *    CACHED blocks, oldest first;
  *  - a FREE block reads as zero outside its dirty hull. */
 #include "config.h"
 #include "heap/large.h"
@@ -30,13 +32,19 @@
 /* Transparent huge pages only for blocks of at least this size, in an arena
  * of their own.  Marking the whole region made every first touch fault in
  * 2 MiB: a heap of 4,096 blocks of up to 8 MiB of which the program touches
- * two pages each grew from 30 MiB to the whole extent (17 GiB).  A block of
- * 16 MiB or more costs at most two partly used huge pages, and touching all
- * of it runs twice as fast (fewer TLB misses).  Its own arena, marked once
- * at start-up, needs no system call per block. */
+ * two pages each grew from 30 MiB to the whole extent (17 GiB).  Touching
+ * all of a big block runs twice as fast with huge pages (fewer faults and
+ * TLB misses); only its interior is advised, see thp_advise. */
 #define THP_BLOCK_MIN ((size_t)16 << 20)
 
-enum { REC_UNUSED = 0, REC_LIVE = 0x11, REC_FREE = 0x22, REC_BUSY = 0x33 };
+/* Total bytes the quick list may hold.  Blocks of the huge arena (16 MiB
+ * and more) never go on it: unmerged, they made the next larger block land
+ * on fresh memory, and a size sweep with every page touched kept the
+ * 64 MiB and the 128 MiB block resident at once (251 instead of 138 MiB). */
+#define QUICK_BYTES ((size_t)32 << 20)
+
+/* CACHED: freed, on the quick list, still in the hash table (see quick_push) */
+enum { REC_UNUSED = 0, REC_LIVE = 0x11, REC_FREE = 0x22, REC_BUSY = 0x33, REC_CACHED = 0x44 };
 
 /* Out-of-band block record.  The first cache line is all the best-fit
  * search and the coalescing look at. */
@@ -517,6 +525,81 @@ static void debug_local(hpcmem_large_t *L, const rec_t *r) {
 #define DEBUG_LOCAL(L, r) ((void)0)
 #endif
 
+/* ------------------------------------------------------------ quick list */
+
+/* The last few blocks freed are kept whole on the quick list (a departure
+ * from the paper, docs/large-tier.md): a block stays in the hash table with
+ * its data pointer, is not merged and not put into a tree, and a request
+ * it fits with little waste takes it back as it is.  A malloc+free pair of
+ * one size then costs no tree descent, no rebalancing, no coalescing and no
+ * hash table update; and what was freed last, whose pages are the most
+ * likely to be resident, is reused first.  Entries count as free and
+ * retained bytes; they leave for the trees (as dirty free blocks stamped
+ * with their free time) when the list is full, and by the same decay as
+ * every free block. */
+
+static void quick_take_out(hpcmem_large_t *L, unsigned i) {
+  rec_t *r = L->quick[i];
+  L->quick_bytes -= r->size;
+  L->free_blocks--;
+  L->free_bytes -= r->size;
+  L->retained_bytes -= r->size;
+  L->nquick--;
+  for (unsigned k = i; k < L->nquick; k++) {
+    L->quick[k] = L->quick[k + 1];
+    L->quick_usable[k] = L->quick_usable[k + 1];
+  }
+}
+
+/* Entry i leaves the list for the trees, as a block freed at its stamp. */
+static void quick_evict(hpcmem_large_t *L, unsigned i) {
+  rec_t *r = L->quick[i];
+  quick_take_out(L, i);
+  hash_remove_at(L, hash_slot(L, (uintptr_t)r->data));
+  L->ring[L->ring_pos++ % RING] = (uintptr_t)r->data;
+  r->data = NULL;
+  r->dlo = r->start;
+  r->dhi = rend(r);
+  r = release_block(L, r, r->stamp);
+  DEBUG_LOCAL(L, r);
+}
+
+/* r, just freed (uncounted, still in the hash table), joins the list. */
+static void quick_push(hpcmem_large_t *L, rec_t *r, uint64_t now) {
+  r->state = REC_CACHED;
+  r->stamp = now;
+  r->dlo = r->start;     /* the owner may have touched all of it */
+  r->dhi = rend(r);
+  L->quick_bytes += r->size;   /* counted first: the byte sums hold while the oldest leave */
+  L->free_blocks++;
+  L->free_bytes += r->size;
+  L->retained_bytes += r->size;
+  while (L->nquick && (L->nquick == L->quick_max || L->quick_bytes > QUICK_BYTES))
+    quick_evict(L, 0);
+  L->quick[L->nquick] = r;
+  L->quick_usable[L->nquick] = usable(r);
+  L->nquick++;
+}
+
+/* The entry that serves kb bytes at align with the least waste (at most an
+ * eighth of it, the newest among equals), or -1. */
+static int quick_find(const hpcmem_large_t *L, size_t kb, size_t align) {
+  int best = -1;
+  size_t bu = SIZE_MAX;
+  for (unsigned i = 0; i < L->nquick; i++) {
+    size_t u = L->quick_usable[i];
+    if (u < kb || u - kb > u / 8 || u > bu) continue;
+    if (align > L->align && ((uintptr_t)L->quick[i]->data & (align - 1))) continue;
+    best = (int)i;
+    bu = u;
+  }
+  return best;
+}
+
+/* Entries freed more than the decay time ago (all when force) go to the
+ * trees, where this decay pass finds them. */
+static void quick_expire(hpcmem_large_t *L, uint64_t now, int force);
+
 /* --------------------------------------------------------------- decay */
 
 static int decay_due(const hpcmem_large_t *L, const rec_t *r, uint64_t now) {
@@ -528,6 +611,10 @@ static void schedule(hpcmem_large_t *L, uint64_t now) {
   L->next_decay_ns = now + step < now ? UINT64_MAX : now + step;
 }
 
+static void quick_expire(hpcmem_large_t *L, uint64_t now, int force) {
+  while (L->nquick && (force || decay_due(L, L->quick[0], now))) quick_evict(L, 0);
+}
+
 /* Entered with the lock held, leaves it released.  Old dirty free blocks
  * are taken out (BUSY) so nobody allocates them while madvise runs without
  * the lock; then they rejoin their neighbours as clean blocks. */
@@ -536,6 +623,7 @@ static void decay_unlock(hpcmem_large_t *L, uint64_t now, int force) {
     rec_t *batch[DECAY_BATCH];
     char *lo[DECAY_BATCH], *hi[DECAY_BATCH];
     int n = 0, more = 0;
+    quick_expire(L, now, force);
     while (L->dhead) {
       rec_t *r = L->dhead;
       if (!force && !decay_due(L, r, now)) break;
@@ -599,7 +687,7 @@ static inline uint64_t clock_tick(hpcmem_large_t *L) {
 }
 
 static inline void finish_unlock(hpcmem_large_t *L, uint64_t now) {
-  if (L->dhead && now >= L->next_decay_ns) decay_unlock(L, now, 0);
+  if ((L->dhead || L->nquick) && now >= L->next_decay_ns) decay_unlock(L, now, 0);
   else _hpcmem_unlock_st(&L->lock);
 }
 
@@ -614,6 +702,7 @@ void _hpcmem_large_config_from_options(hpcmem_large_config_t *cfg) {
   cfg->thp = (int)_hpcmem_opt(THP);
   cfg->region = NULL;
   cfg->discard = 0;
+  cfg->quick = HPCMEM_LARGE_QUICK;
 }
 
 int _hpcmem_large_init(hpcmem_large_t *L, const hpcmem_large_config_t *cfg) {
@@ -637,7 +726,9 @@ int _hpcmem_large_init(hpcmem_large_t *L, const hpcmem_large_config_t *cfg) {
   size_t rec_bytes = up(cap * sizeof(rec_t), page);
   size_t hbytes = up(hcap_max * sizeof(slot_t), page);
   size_t ring_bytes = up(RING * sizeof(uintptr_t), page);
-  size_t meta = up(rec_bytes + 2 * hbytes + ring_bytes, gran);
+  int two = c.thp && !c.region && reserve >= 4 * THP_BLOCK_MIN;
+  size_t hbits_bytes = two ? up((reserve / THP_SIZE + 63) / 64 * 8, page) : 0;
+  size_t meta = up(rec_bytes + 2 * hbytes + ring_bytes + hbits_bytes, gran);
   char *map = _hpcmem_prim_reserve(c.region ? meta : meta + reserve, gran);
   if (!map) return -(errno ? errno : ENOMEM);
 
@@ -647,6 +738,9 @@ int _hpcmem_large_init(hpcmem_large_t *L, const hpcmem_large_config_t *cfg) {
   L->page = page;
   L->min_split = c.min_split;
   L->decay_ns = c.decay_ns;
+  /* decay 0 gives pages back at every free: nothing may wait on the list */
+  L->quick_max = !c.decay_ns ? 0 : c.quick > HPCMEM_LARGE_QUICK ? HPCMEM_LARGE_QUICK : c.quick;
+  L->quick_block_max = THP_BLOCK_MIN;
   L->map = map;
   L->map_size = c.region ? meta : meta + reserve;
   L->discard = c.discard;
@@ -664,21 +758,26 @@ int _hpcmem_large_init(hpcmem_large_t *L, const hpcmem_large_config_t *cfg) {
   L->narenas = 1;
   L->ar[0].lo = L->ar[0].top = L->base;
   L->ar[0].end = L->end;
-  if (c.thp && !c.region && reserve >= 4 * THP_BLOCK_MIN) {
-    /* blocks of 16 MiB and more in the upper half, on huge pages */
+  if (two) {
+    /* blocks of 16 MiB and more in the upper half, their interiors on huge
+     * pages; the rest of the arena is marked NOHUGEPAGE, which changes
+     * nothing in the kernel's "madvise" mode and keeps the ends of blocks on
+     * small pages in its "always" mode */
     char *mid = L->base + down(reserve / 2, gran);
     L->ar[0].end = mid;
     L->ar[1].lo = L->ar[1].top = mid;
     L->ar[1].end = L->end;
     L->narenas = 2;
     L->huge_min = THP_BLOCK_MIN;
-    _hpcmem_prim_hugepages(mid, (size_t)(L->end - mid), 1);
+    L->hbits = (uint64_t *)(map + rec_bytes + 2 * hbytes + ring_bytes);
+    _hpcmem_prim_hugepages(mid, (size_t)(L->end - mid), 0);
   }
   /* fault in the first page of each table now, in the allocator's start-up,
    * rather than in the first large allocation */
   memset(L->recs, 0, sizeof(rec_t));
   memset(L->harea[0], 0, sizeof(slot_t));
   L->ring[0] = 0;
+  if (L->hbits) L->hbits[0] = 0;
   L->now_ns = _hpcmem_coarse_now_ns();
   schedule(L, L->now_ns);
   return 0;
@@ -745,6 +844,40 @@ static rec_t *take(hpcmem_large_t *L, arena_t *A, size_t kb, size_t align, size_
   return grow(L, A, kb, align, lead, pos);
 }
 
+/* Huge pages for the interior of a block of the huge arena: its 2 MiB
+ * chunks, less the chunk of its first byte and the chunk of its last.
+ * Advising whole blocks made the head and tail that a program writes into a
+ * buffer it does not otherwise use (a header, a sentinel, a check) cost a
+ * huge page each: 10 MiB of RSS in the size sweep with nothing but the
+ * ends written.  Chunks keep their advice (a bitmap) until a later block
+ * wants the other, so a block reused at the same place makes no system
+ * call; a new layout costs one madvise per run of chunks that changes.
+ * Called with the lock held: rare (a block of 16 MiB or more carved from
+ * the trees), and the bitmap is shared by neighbouring blocks. */
+static void thp_advise(hpcmem_large_t *L, const rec_t *r) {
+  const uintptr_t H = THP_SIZE, base = (uintptr_t)L->ar[1].lo;
+  uintptr_t lo = down((uintptr_t)r->data, H), hi = up((uintptr_t)rend(r), H);
+  uintptr_t ilo = lo + H, ihi = down((uintptr_t)rend(r) - 1, H);
+  uint64_t *bits = L->hbits;
+  for (uintptr_t c = lo; c < hi;) {
+    int want = c >= ilo && c < ihi;
+    size_t i = (c - base) / H;
+    if ((int)((bits[i / 64] >> (i % 64)) & 1) == want) { c += H; continue; }
+    uintptr_t e = c;
+    for (; e < hi && (e >= ilo && e < ihi) == want; e += H) {
+      size_t k = (e - base) / H;
+      if ((int)((bits[k / 64] >> (k % 64)) & 1) == want) break;
+      bits[k / 64] ^= (uint64_t)1 << (k % 64);
+    }
+    _hpcmem_prim_hugepages((void *)c, (size_t)(e - c), want);
+    c = e;
+  }
+}
+
+static inline int in_huge_arena(const hpcmem_large_t *L, const rec_t *r) {
+  return L->hbits && r->start >= L->ar[1].lo;
+}
+
 /* Block bytes for `size` usable bytes, on the A0 grid; 0 when too large. */
 static inline size_t block_bytes(const hpcmem_large_t *L, size_t size) {
   if (size > (size_t)(L->end - L->base)) return 0;
@@ -762,6 +895,27 @@ static void *large_alloc(hpcmem_large_t *L, size_t size, size_t align, size_t *u
   rec_t *pos = NULL, *r;
   _hpcmem_lock_st(&L->lock);
   uint64_t now = clock_tick(L);
+  int qi;
+  if (L->nquick && !zero && (qi = quick_find(L, kb, align)) >= 0) {
+    r = L->quick[qi];
+    quick_take_out(L, qi);
+    r->state = REC_LIVE;
+    r->dlo = r->dhi = NULL;
+    size_t u = usable(r);
+    L->live_blocks++;
+    L->live_bytes += u;
+    L->overhead_bytes += (size_t)(r->data - r->start);
+    L->alloc_count++;
+    DEBUG_LOCAL(L, r);
+    finish_unlock(L, now);
+    if (usable_out) *usable_out = u;
+    return r->data;
+  }
+  /* a miss sends the list to the trees first: its blocks merge with their
+   * free neighbours, and a larger request can grow into what was freed
+   * (a size sweep that touches every page faulted each size in afresh,
+   * 1.5-3.8x slower, while the list kept the previous size aside) */
+  while (L->nquick) quick_evict(L, 0);
   if (hash_reserve(L) < 0) goto nomem;
   /* huge requests have their own arena when there are two; either arena
    * serves the other's requests when its own is full */
@@ -783,6 +937,7 @@ static void *large_alloc(hpcmem_large_t *L, size_t size, size_t align, size_t *u
   r->data = data;
   hash_put(L->htab, L->hcap, L->hshift, (uintptr_t)data, r);
   L->hcount++;
+  if (in_huge_arena(L, r)) thp_advise(L, r);
   size_t u = usable(r);
   L->live_blocks++;
   L->live_bytes += u;
@@ -827,6 +982,7 @@ static int lookup_slot(const hpcmem_large_t *L, const void *p, rec_t **out, size
     return -EINVAL;
   }
   rec_t *r = L->htab[i].rec;
+  if (r->state == REC_CACHED) return -EALREADY;
   if (r->state != REC_LIVE || r->data != (char *)p) return -EINVAL;   /* cannot happen */
   *out = r;
   *slot = i;
@@ -855,11 +1011,18 @@ int _hpcmem_large_free(hpcmem_large_t *L, void *p, size_t *size_out) {
     return rc;
   }
   uint64_t now = clock_tick(L);
-  hash_remove_at(L, slot);
-  L->ring[L->ring_pos++ % RING] = (uintptr_t)p;
   size_t u = usable(r);
   unaccount_live(L, r);
   L->free_count++;
+  if (L->quick_max && r->size < L->quick_block_max) {
+    quick_push(L, r, now);
+    DEBUG_LOCAL(L, r);
+    finish_unlock(L, now);
+    if (size_out) *size_out = u;
+    return 0;
+  }
+  hash_remove_at(L, slot);
+  L->ring[L->ring_pos++ % RING] = (uintptr_t)p;
   r->data = NULL;
   r->dlo = r->start;     /* the owner may have touched all of it */
   r->dhi = rend(r);
@@ -942,6 +1105,7 @@ int _hpcmem_large_resize(hpcmem_large_t *L, void *p, size_t new_size) {
     rc = grow_in_place(L, r, new_end);
   }
   if (!rc) {
+    if (in_huge_arena(L, r)) thp_advise(L, r);
     L->live_bytes = L->live_bytes - old + usable(r);
     L->resize_count++;
     DEBUG_LOCAL(L, r);
@@ -980,6 +1144,8 @@ void _hpcmem_large_stats(hpcmem_large_t *L, hpcmem_large_stats_t *out) {
   out->meta_bytes = L->recs_used * sizeof(rec_t) + L->hcap * sizeof(slot_t);
   out->live_blocks = L->live_blocks;
   out->free_blocks = L->free_blocks;
+  out->quick_blocks = L->nquick;
+  out->quick_bytes = L->quick_bytes;
   for (int i = 0; i < L->narenas; i++) {
     const arena_t *A = &L->ar[i];
     for (int c = HPCMEM_LARGE_CLASSES - 1; c >= 0; c--) {
@@ -1048,6 +1214,13 @@ static int check_list(hpcmem_large_t *L, const arena_t *A, size_t *t) {
     case REC_BUSY:
       t[3]++; t[4] += r->size;
       break;
+    case REC_CACHED:
+      if (r->data < r->start || r->data >= rend(r) || ((uintptr_t)r->data % Al))
+        return fail("cached data outside its block", r->start);
+      if (hash_find(L, (uintptr_t)r->data) != r) return fail("cached block missing from the hash table", r->data);
+      if (r->dlo != r->start || r->dhi != rend(r)) return fail("cached block not wholly dirty", r->start);
+      t[3]++; t[4] += r->size; t[5] += hull(r); t[8]++;
+      break;
     default:
       return fail("bad block state", r->start);
     }
@@ -1086,34 +1259,44 @@ static int check_arena_tree(const arena_t *A, size_t *ntree) {
 }
 
 static int check_locked(hpcmem_large_t *L) {
-  /* t: live blocks, live bytes, overhead, free blocks, free bytes, retained, dirty, records */
-  size_t t[8] = {0}, mapped = 0, ntree = 0;
+  /* t: live blocks, live bytes, overhead, free blocks, free bytes, retained, dirty, records, cached */
+  size_t t[9] = {0}, mapped = 0, ntree = 0;
   for (int i = 0; i < L->narenas; i++) {
     if (check_list(L, &L->ar[i], t) < 0) return -EFAULT;
     if (check_arena_tree(&L->ar[i], &ntree) < 0) return -EFAULT;
     mapped += (size_t)(L->ar[i].top - L->ar[i].lo);
   }
   size_t nlive = t[0], live = t[1], over = t[2], nfree = t[3], fbytes = t[4], retained = t[5];
-  size_t ndirty = t[6], nrec = t[7];
+  size_t ndirty = t[6], nrec = t[7], ncached = t[8];
   if (nlive != L->live_blocks || live != L->live_bytes || over != L->overhead_bytes)
     return fail("live counts", NULL);
   if (nfree != L->free_blocks || fbytes != L->free_bytes || retained != L->retained_bytes)
     return fail("free counts", NULL);
   if (live + over + fbytes != mapped) return fail("bytes do not add up", NULL);
   if (nrec != L->recs_used) return fail("records in use but not in the list", NULL);
-  if (L->hcount != nlive || L->hcount * 2 > L->hcap) return fail("hash table count", NULL);
+  if (L->hcount != nlive + ncached || L->hcount * 2 > L->hcap) return fail("hash table count", NULL);
   for (size_t i = 0, n = 0; i < L->hcap; i++) {
     const slot_t *sl = &L->htab[i];
     if (!sl->key) continue;
-    if (++n > nlive || sl->rec < L->recs || sl->rec >= L->rec_bump || sl->rec->state != REC_LIVE ||
-        (uintptr_t)sl->rec->data != sl->key)
+    if (++n > L->hcount || sl->rec < L->recs || sl->rec >= L->rec_bump ||
+        (sl->rec->state != REC_LIVE && sl->rec->state != REC_CACHED) || (uintptr_t)sl->rec->data != sl->key)
       return fail("stale hash table entry", (void *)sl->key);
   }
+  if (ncached != L->nquick || L->nquick > L->quick_max) return fail("quick list count", NULL);
+  size_t qbytes = 0;
+  for (unsigned i = 0; i < L->nquick; i++) {
+    const rec_t *r = L->quick[i];
+    if (r < L->recs || r >= L->rec_bump || r->state != REC_CACHED) return fail("quick list entry", r);
+    if (L->quick_usable[i] != usable(r)) return fail("quick list usable size", r->start);
+    if (i && L->quick[i - 1]->stamp > r->stamp) return fail("quick list out of order", r->start);
+    qbytes += r->size;
+  }
+  if (qbytes != L->quick_bytes || qbytes > QUICK_BYTES) return fail("quick list bytes", NULL);
   size_t nbusy = 0;
   for (const rec_t *r = L->busy; r; r = r->dnext) {
     if (r->state != REC_BUSY || ++nbusy > nrec) return fail("busy list", r);
   }
-  if (ntree + nbusy != nfree) return fail("free blocks missing from the tree", NULL);
+  if (ntree + nbusy + ncached != nfree) return fail("free blocks missing from the tree", NULL);
   size_t nfifo = 0;
   const rec_t *fp = NULL;
   for (const rec_t *r = L->dhead; r; fp = r, r = r->dnext) {

@@ -40,13 +40,15 @@ typedef struct hpcmem_large_config {
   char *region;        /* NULL: reserve the data region; else manage [region, region + reserve),
                           memory the caller mapped (a segment's part of a shared mapping) */
   int discard;         /* decay drops the backing store too (MADV_REMOVE: shared memory) */
+  unsigned quick;      /* freed blocks kept whole for reuse (at most HPCMEM_LARGE_QUICK; 0: none) */
 } hpcmem_large_config_t;
 
 typedef struct hpcmem_large_rec hpcmem_large_rec_t;
 
 /* A part of the data region with its own blocks.  With huge pages on, the
  * upper half of the reservation is a second arena for blocks of 16 MiB and
- * more, marked MADV_HUGEPAGE once at start-up. */
+ * more, whose interiors are advised MADV_HUGEPAGE (see thp_advise). */
+#define HPCMEM_LARGE_QUICK 8        /* most blocks the quick list holds */
 #define HPCMEM_LARGE_CLASSES 192   /* size classes of the free-block trees (4 per power of 2) */
 typedef struct hpcmem_large_arena {
   char *lo, *top, *end;               /* blocks tile [lo, top); room up to end */
@@ -67,6 +69,8 @@ typedef struct hpcmem_large_stats {
   size_t live_blocks;
   size_t free_blocks;
   size_t largest_free;    /* largest free block */
+  size_t quick_blocks;    /* freed blocks kept whole on the quick list (counted as free, retained) */
+  size_t quick_bytes;
   uint64_t alloc_count;
   uint64_t free_count;
   uint64_t resize_count;  /* resizes done in place */
@@ -86,6 +90,14 @@ typedef struct hpcmem_large {
   size_t min_split;
   uint64_t decay_ns;
   uint64_t next_decay_ns;  /* earliest time the next decay pass may run */
+  /* quick list: the last blocks freed, kept whole (still in the hash table,
+   * not in the trees), oldest first; a request they fit takes one back
+   * without a tree operation.  Sizes are kept here so a scan reads no record. */
+  unsigned nquick, quick_max;
+  size_t quick_block_max;   /* only blocks smaller than this go on it */
+  size_t quick_bytes;
+  size_t quick_usable[HPCMEM_LARGE_QUICK];
+  hpcmem_large_rec_t *quick[HPCMEM_LARGE_QUICK];
   uint64_t now_ns;         /* the clock as last read (see clock_tick) */
   unsigned tick;
 
@@ -110,6 +122,7 @@ typedef struct hpcmem_large {
   int hside;
   char *harea[2];                        /* the table doubles from one area into the other */
   uintptr_t *ring;                       /* recent frees, to tell a double free */
+  uint64_t *hbits;                       /* huge arena: 2 MiB chunks advised MADV_HUGEPAGE */
   unsigned ring_pos;
 
   size_t live_bytes, overhead_bytes, free_bytes, retained_bytes, decayed_bytes;

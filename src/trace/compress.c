@@ -7,6 +7,7 @@
 #include "trace/trace.h"
 #include "prim/prim.h"
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #ifdef HAVE_ZSTD
 #define ZSTD_STATIC_LINKING_ONLY  /* ZSTD_customMem: the advanced API, exported by libzstd.so too */
@@ -15,6 +16,77 @@
 #ifdef HAVE_ZLIB
 #include <zlib.h>
 #endif
+#include <dlfcn.h>
+
+/* The codec libraries are loaded with dlopen when tracing starts, not
+ * linked: linked, they cost every process 0.26 MiB of resident memory
+ * (their relocated data and page tables) whether it traces or not.  The
+ * headers give the types; these pointers the functions. */
+static struct {
+  volatile int tried[3], ok[3];
+#ifdef HAVE_ZSTD
+  ZSTD_CCtx *(*zstd_create)(ZSTD_customMem);
+  size_t (*zstd_compress)(ZSTD_CCtx *, void *, size_t, const void *, size_t, int);
+  unsigned (*zstd_is_error)(size_t);
+  size_t (*zstd_bound)(size_t);
+  size_t (*zstd_free)(ZSTD_CCtx *);
+#endif
+#ifdef HAVE_ZLIB
+  int (*deflate_init)(z_streamp, int, const char *, int);
+  int (*deflate_reset)(z_streamp);
+  int (*deflate_)(z_streamp, int);
+  int (*deflate_end)(z_streamp);
+  uLong (*bound)(uLong);
+#endif
+} D;
+
+#define HMT_ZSTD_SONAME "libzstd.so.1"
+#define HMT_ZLIB_SONAME "libz.so.1"
+
+const char *_hpcmem_codec_library(int codec) {
+  return codec == HMT_CODEC_ZSTD ? HMT_ZSTD_SONAME : codec == HMT_CODEC_ZLIB ? HMT_ZLIB_SONAME : "";
+}
+
+/* dlsym every name or fail (the message names the library and what is
+ * missing: dlerror's text) */
+static int load_codec(int codec, char *why, size_t whylen) {
+  void *h = dlopen(_hpcmem_codec_library(codec), RTLD_NOW | RTLD_LOCAL);
+  if (!h) { snprintf(why, whylen, "%s", dlerror()); return -ENOENT; }
+#define SYM(field, name)                                                      \
+  if (!(*(void **)&D.field = dlsym(h, name))) {                               \
+    snprintf(why, whylen, "%s: no %s", _hpcmem_codec_library(codec), name); \
+    return -ENOENT;                                                           \
+  }
+#ifdef HAVE_ZSTD
+  if (codec == HMT_CODEC_ZSTD) {
+    SYM(zstd_create, "ZSTD_createCCtx_advanced") SYM(zstd_compress, "ZSTD_compressCCtx")
+    SYM(zstd_is_error, "ZSTD_isError") SYM(zstd_bound, "ZSTD_compressBound") SYM(zstd_free, "ZSTD_freeCCtx")
+  }
+#endif
+#ifdef HAVE_ZLIB
+  if (codec == HMT_CODEC_ZLIB) {
+    SYM(deflate_init, "deflateInit_") SYM(deflate_reset, "deflateReset") SYM(deflate_, "deflate")
+    SYM(deflate_end, "deflateEnd") SYM(bound, "compressBound")
+  }
+#endif
+#undef SYM
+  return 0;
+}
+
+int _hpcmem_codec_load(int codec, char *why, size_t whylen) {
+  if (why && whylen) why[0] = 0;
+  if (codec == HMT_CODEC_NONE) return 0;
+  if (codec < 0 || codec > 2) return -EINVAL;
+  if (!D.tried[codec]) {
+    char tmp[256];
+    D.ok[codec] = load_codec(codec, tmp, sizeof tmp) == 0;
+    D.tried[codec] = 1;
+    if (!D.ok[codec] && why) snprintf(why, whylen, "%s", tmp);
+  } else if (!D.ok[codec] && why) {
+    snprintf(why, whylen, "%s could not be loaded", _hpcmem_codec_library(codec));
+  }
+  return D.ok[codec] ? 0 : -ENOENT;
+}
 
 /* Levels measured on traces of the test programs (docs/trace-format.md,
  * "Compression"): zstd 1 and zlib 1 give nearly the ratio of their default
@@ -67,11 +139,16 @@ typedef struct {
   void *zlib;        /* z_stream, deflateInit done */
   uint8_t *out;      /* output buffer */
   size_t out_cap;
+  uint8_t *col;      /* an EVENTS block regrouped in columns */
+  size_t col_cap;
+  void *pool;        /* the column encoder's stream chunks */
+  size_t pool_cap;
+  hmt_col_work_t *work;
 } hmt_comp_t;
 
 static hmt_comp_t comps[HMT_NCOMP];
 
-int _hpcmem_codec_available(int codec) {
+int _hpcmem_codec_built(int codec) {
   switch (codec) {
     case HMT_CODEC_NONE: return 1;
 #ifdef HAVE_ZSTD
@@ -84,12 +161,25 @@ int _hpcmem_codec_available(int codec) {
   }
 }
 
-size_t _hpcmem_compress_bound(int codec, size_t len) {
+int _hpcmem_codec_available(int codec) {
+  switch (codec) {
+    case HMT_CODEC_NONE: return 1;
 #ifdef HAVE_ZSTD
-  if (codec == HMT_CODEC_ZSTD) return ZSTD_compressBound(len);
+    case HMT_CODEC_ZSTD: return D.ok[codec];
 #endif
 #ifdef HAVE_ZLIB
-  if (codec == HMT_CODEC_ZLIB) return compressBound((uLong)len);
+    case HMT_CODEC_ZLIB: return D.ok[codec];
+#endif
+    default: return 0;
+  }
+}
+
+size_t _hpcmem_compress_bound(int codec, size_t len) {
+#ifdef HAVE_ZSTD
+  if (codec == HMT_CODEC_ZSTD) return D.zstd_bound(len);
+#endif
+#ifdef HAVE_ZLIB
+  if (codec == HMT_CODEC_ZLIB) return D.bound((uLong)len);
 #endif
   return len;
 }
@@ -107,10 +197,10 @@ static size_t run_codec(hmt_comp_t *c, int codec, const void *src, size_t len) {
   if (codec == HMT_CODEC_ZSTD) {
     if (!c->zstd) {
       ZSTD_customMem mem = {zstd_alloc, zstd_free, NULL};
-      if (!(c->zstd = ZSTD_createCCtx_advanced(mem))) return 0;
+      if (!(c->zstd = D.zstd_create(mem))) return 0;
     }
-    size_t n = ZSTD_compressCCtx(c->zstd, c->out, c->out_cap, src, len, HMT_ZSTD_LEVEL);
-    return ZSTD_isError(n) ? 0 : n;
+    size_t n = D.zstd_compress(c->zstd, c->out, c->out_cap, src, len, HMT_ZSTD_LEVEL);
+    return D.zstd_is_error(n) ? 0 : n;
   }
 #endif
 #ifdef HAVE_ZLIB
@@ -120,19 +210,27 @@ static size_t run_codec(hmt_comp_t *c, int codec, const void *src, size_t len) {
       if (!(zs = _hpcmem_trace_alloc(sizeof *zs))) return 0;
       memset(zs, 0, sizeof *zs);
       zs->zalloc = zlib_alloc; zs->zfree = zlib_free;
-      if (deflateInit(zs, HMT_ZLIB_LEVEL) != Z_OK) { _hpcmem_trace_free(zs); return 0; }
+      if (D.deflate_init(zs, HMT_ZLIB_LEVEL, ZLIB_VERSION, (int)sizeof(z_stream)) != Z_OK) { _hpcmem_trace_free(zs); return 0; }
       c->zlib = zs;
-    } else if (deflateReset(zs) != Z_OK) {
+    } else if (D.deflate_reset(zs) != Z_OK) {
       return 0;
     }
     zs->next_in = (Bytef *)src; zs->avail_in = (uInt)len;
     zs->next_out = c->out; zs->avail_out = (uInt)c->out_cap;
-    if (deflate(zs, Z_FINISH) != Z_STREAM_END) return 0;
+    if (D.deflate_(zs, Z_FINISH) != Z_STREAM_END) return 0;
     return (size_t)zs->total_out;
   }
 #endif
   (void)c; (void)codec; (void)src; (void)len;
   return 0;
+}
+
+static int ensure(void **buf, size_t *cap, size_t need) {
+  if (*cap >= need) return 0;
+  _hpcmem_trace_free(*buf);
+  *buf = _hpcmem_trace_alloc(need);
+  *cap = *buf ? need : 0;
+  return *buf ? 0 : -ENOMEM;
 }
 
 /* Compress src with a free shared compressor; the result stays in that
@@ -141,6 +239,12 @@ static size_t run_codec(hmt_comp_t *c, int codec, const void *src, size_t len) {
  * NULL: codec unavailable, none free and may_wait == 0, failure, or no gain. */
 void *_hpcmem_compress_begin(int codec, const void *src, size_t len, int may_wait,
                              const void **out, size_t *out_len) {
+  return _hpcmem_compress_events_begin(codec, src, len, NULL, 0, may_wait, out, out_len, NULL, NULL);
+}
+
+void *_hpcmem_compress_events_begin(int codec, const void *src, size_t len, const hmt_state_t *base, unsigned shift,
+                                    int may_wait, const void **out, size_t *out_len, size_t *raw_len, int *columns) {
+  if (columns) *columns = 0;
   if (codec == HMT_CODEC_NONE || !_hpcmem_codec_available(codec) || len == 0) return NULL;
   int tid = _hpcmem_trace_tid();
   hmt_comp_t *c = NULL;
@@ -151,7 +255,16 @@ void *_hpcmem_compress_begin(int codec, const void *src, size_t len, int may_wai
     c = &comps[(unsigned)tid % HMT_NCOMP];
     _hpcmem_tlock(&c->lock, tid);
   }
-  size_t n = 0;
+  size_t n = 0, rl = len;
+  if (base && ensure(&c->pool, &c->pool_cap, hmt_col_pool_size(len)) == 0 &&
+      ensure((void **)&c->col, &c->col_cap, len + 64) == 0 &&
+      (c->work || (c->work = _hpcmem_trace_alloc(sizeof *c->work)))) {
+    hmt_state_t st = *base;
+    size_t cl = hmt_columns_encode(src, len, &st, shift, c->col, c->pool, c->work);
+    if (cl) { src = c->col; len = cl; *columns = 1; }
+  }
+  if (raw_len) *raw_len = len;
+  (void)rl;
   if (ensure_out(c, _hpcmem_compress_bound(codec, len)) == 0) n = run_codec(c, codec, src, len);
   if (n == 0 || n >= len) { _hpcmem_tlock_release(&c->lock); return NULL; }
   *out = c->out; *out_len = n;
@@ -169,12 +282,15 @@ void _hpcmem_compress_reset(void) {
   for (int i = 0; i < HMT_NCOMP; i++) {
     hmt_comp_t *c = &comps[i];
 #ifdef HAVE_ZSTD
-    if (c->zstd) ZSTD_freeCCtx(c->zstd);
+    if (c->zstd) D.zstd_free(c->zstd);
 #endif
 #ifdef HAVE_ZLIB
-    if (c->zlib) { deflateEnd(c->zlib); _hpcmem_trace_free(c->zlib); }
+    if (c->zlib) { D.deflate_end(c->zlib); _hpcmem_trace_free(c->zlib); }
 #endif
     _hpcmem_trace_free(c->out);
+    _hpcmem_trace_free(c->col);
+    _hpcmem_trace_free(c->pool);
+    _hpcmem_trace_free(c->work);
     memset(c, 0, sizeof *c);
   }
 }

@@ -32,6 +32,38 @@
 #endif
 #include <execinfo.h>
 #include <unwind.h>
+#include <dlfcn.h>
+#include <stdio.h>
+
+#ifdef HAVE_LIBUNWIND
+/* libunwind is loaded with dlopen when tracing starts with
+ * HPCMEM_TRACE_UNWIND=libunwind, not linked (compress.c says why). */
+#define HMT_UNWIND_SONAME "libunwind.so.8"
+#define HMT_STR_(x) #x
+#define HMT_STR(x) HMT_STR_(x)
+static int (*p_unw_backtrace)(void **, int);
+static void *unw_lib;
+
+static int load_libunwind(char *why, size_t whylen) {
+  if (p_unw_backtrace) return 0;
+  void *h = unw_lib ? unw_lib : dlopen(HMT_UNWIND_SONAME, RTLD_NOW | RTLD_LOCAL);
+  if (!h) { snprintf(why, whylen, "cannot load %s (%s)", HMT_UNWIND_SONAME, dlerror()); return -ENOENT; }
+  unw_lib = h;
+  int (*set_policy)(unw_addr_space_t, unw_caching_policy_t);
+  unw_addr_space_t *local_as = dlsym(h, "_UL" HMT_STR(UNW_TARGET) "_local_addr_space");
+  *(void **)&set_policy = dlsym(h, "_UL" HMT_STR(UNW_TARGET) "_set_caching_policy");
+  int (*bt)(void **, int);
+  *(void **)&bt = dlsym(h, "unw_backtrace");
+  if (!bt || !set_policy || !local_as) {
+    snprintf(why, whylen, "%s has no unw_backtrace / caching policy", HMT_UNWIND_SONAME);
+    return -ENOENT;
+  }
+  set_policy(*local_as, UNW_CACHE_PER_THREAD);
+  p_unw_backtrace = bt;
+  return 0;
+}
+#define unw_backtrace p_unw_backtrace
+#endif
 
 #define HMT_CHUNK_FRAMES (128 * 1024)  /* 1 MiB of frames per arena chunk */
 #define HMT_MAX_CHUNKS 4096            /* 4 GiB of frames at most */
@@ -91,15 +123,17 @@ static int find_self(struct dl_phdr_info *info, size_t size, void *data) {
   return 0;
 }
 
-void _hpcmem_stack_init(int m) {
+int _hpcmem_stack_init(int m, char *why, size_t whylen) {
   method = m;
 #ifndef HAVE_LIBUNWIND
   if (method == HMT_UNWIND_LIBUNWIND) method = HMT_UNWIND_BACKTRACE;
 #else
-  unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+  if (method == HMT_UNWIND_LIBUNWIND && load_libunwind(why, whylen)) return -ENOENT;
 #endif
+  (void)why; (void)whylen;
   self_lo = self_hi = 0;
   dl_iterate_phdr(find_self, (void *)(uintptr_t)&_hpcmem_stack_capture);
+  return 0;
 }
 
 const char *_hpcmem_stack_method_name(int m) {

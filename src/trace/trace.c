@@ -1,19 +1,32 @@
-/* The event recorder: per-thread buffers, the event hook, flushing.
+/* The event recorder: per-thread buffers, the event hook, a writer thread.
  *
- * Each thread appends encoded records (include/hpcmem_trace_format.h) to
- * its own buffer without locks; `committed` is published after each whole
- * record.  A full buffer is compressed and written as one block by its
- * owner.  Another thread -- or a signal handler on this one -- may write
- * the committed part of any buffer (flush_all): it takes the buffer's lock,
- * writes [flushed, committed) and advances `flushed`, decoding that range
- * to learn the encoder state at its end, which becomes the next block's
- * base.  So the owner's fast path has no atomic read-modify-write at all.
+ * The allocating thread does as little as it can: it reads the time stamp
+ * counter, finds its stack id (stack.c's cache) and stores a few fixed-size
+ * words in its own buffer ("raw entries", below; nothing here is varint or
+ * delta encoded), without locks, and publishes `pos` after each whole
+ * entry.  Each thread's buffer is a ring of segments: when one is full the
+ * owner hands it to the writer thread (a length in the segment's `ready`
+ * slot, no lock) and goes on in the next.  The writer turns raw entries
+ * into the records of include/hpcmem_trace_format.h, converts time stamp
+ * counter ticks to nanoseconds, gathers HPCMEM_TRACE_BUFFER / 2 bytes of
+ * records, regroups them in columns, compresses them and writes the block
+ * -- all off the allocating thread, on the other core.  Only if the writer
+ * is a whole ring behind does the owner write the waiting segments itself
+ * (nothing is dropped, memory stays bounded).
+ *
+ * Anyone else -- flush_all from another thread, exit, a signal handler on
+ * this one, the writer for a buffer that has waited too long -- writes the
+ * committed part of a buffer under the buffer's lock: first the segments
+ * that wait for the writer, then what is not written of the current one.  The
+ * encoder state (the previous record's time, address, stack) lives with
+ * the buffer and is only touched under that lock, so blocks of a thread
+ * are written in order whoever writes them.
  *
  * Re-entrancy: stack capture (libunwind, glibc's backtrace) may call
  * malloc, which comes back here.  A thread-local flag stops the recursion;
- * an event that arrives while this thread is capturing is recorded as
- * libhpcmem-internal (S) without a stack, one that arrives while it is
- * writing is counted as dropped. */
+ * an event that arrives while this thread is capturing (or starting the
+ * writer thread) is recorded as libhpcmem-internal (S) without a stack, one
+ * that arrives while it is writing is counted as dropped. */
 #include "config.h"
 #include "trace/trace.h"
 #include "prim/prim.h"
@@ -29,26 +42,60 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/futex.h>
+#include <signal.h>
 
 /* a buffer older than this is written even if not full, so that a rank
  * killed with SIGKILL loses at most this much of a slow thread's events */
 #define HMT_FLUSH_AGE_NS (2ull * 1000 * 1000 * 1000)
+/* compressed blocks keep time in ticks of 2^10 ns (about 1 us): the
+ * nanoseconds below are mostly the clock's noise, and cost two thirds of
+ * the compressed bytes of an event (docs/trace-format.md) */
+#define HMT_TICK_SHIFT 10
+/* (Ticks of 2^16 ns while only one thread has recorded would keep a
+ * thread's order and shrink the churn program's time stream from 0.08 to
+ * 0.003 bytes an event, but the report also merges ranks by time: ranks
+ * meeting at a barrier tie within a tick and the job's peak comes out
+ * wrong -- tests/trace/test_report.sh caught it.) */
+
+/* Raw entries (in memory only; the writer turns them into records).  Word
+ * 0 is the kind (a record tag: type | HMT_TAG_SYS) in its top 8 bits over
+ * 56 bits of time (counter ticks since G.t0: 277 days at 3 GHz), then
+ *   FREE                ptr
+ *   MALLOC, CALLOC      ptr, size, stack
+ *   MEMALIGN            ptr, size, stack, align
+ *   REALLOC             ptr, size, stack, old_ptr
+ *   HMT_REC_STACK       (word 0's low bits: n) first, parent, frame[0 .. n-1] */
+#define RAW_KSHIFT 56
+#define RAW_TMASK ((1ull << RAW_KSHIFT) - 1)
+#define RAW_MAX_WORDS(depth) (8 + 3 + (size_t)(depth))  /* an event and a stack definition */
+/* Each thread's buffer is a ring of segments: the owner fills one while
+ * the writer works through the ones handed over, so that a writer kept
+ * from running for a while (a busy machine) does not stop the owner. */
+#define HMT_SEGS 4
+#define POS_SEG(p) ((unsigned)((p) >> 48))
+#define POS_LEN(p) ((size_t)((p) & ((1ull << 48) - 1)))
+#define POS(seg, len) (((uint64_t)(seg) << 48) | (len))
 
 typedef struct hmt_tbuf {
   struct hmt_tbuf *next;      /* all buffers ever made (never unlinked) */
   volatile int in_use;        /* owned by a live thread */
   int tid;
   hmt_tlock_t lock;           /* held while writing a block of this buffer */
-  volatile size_t committed;  /* end of the last whole record */
-  size_t flushed;             /* start of what is not in the file yet */
-  hmt_state_t enc;            /* owner's encoder state at `committed` */
-  hmt_state_t base;           /* encoder state at `flushed` */
-  uint64_t first_time;        /* time of the first record after `flushed` */
-  uint64_t records, records_flushed;
+  uint64_t *seg[HMT_SEGS];    /* the ring of segments, cap words each */
+  volatile uint64_t pos;      /* the owner's: segment being filled << 48 | words of whole entries in it */
+  volatile size_t ready[HMT_SEGS];  /* words of a segment handed over (0: free, or being filled) */
+  size_t done[HMT_SEGS];      /* words of a segment already written (under `lock`) */
+  unsigned tail;              /* the oldest segment handed over (under `lock`) */
+  size_t cap;
+  hmt_state_t enc;            /* the record encoder's state: under `lock` */
   volatile uint64_t events;   /* recorded into this buffer (summed by fill_stats) */
   int capturing;
-  size_t cap;
-  uint8_t *buf;
+  uint8_t *rows;              /* records not written yet (under `lock`): a block is */
+  size_t rows_cap, rows_len;  /* written when HPCMEM_TRACE_BUFFER / 2 of them gather */
+  uint64_t rows_count;        /* records in them */
+  hmt_state_t rows_base;      /* the encoder state they start from */
+  uint64_t rows_t0;           /* raw clock when the first of them was gathered */
   uint64_t *slots;            /* capture scratch (4 x frames): where each frame was found */
   hmt_scache_t *cache;        /* recent stacks of the owning thread */
   uint64_t frames[];          /* capture scratch */
@@ -58,13 +105,21 @@ int _hpcmem_trace_enabled;
 
 static struct {
   int ready;
-  int final;                  /* after EXIT / a signal: write through */
+  volatile int final;         /* after EXIT / a signal: write through */
   int codec, depth, method;
   int stack_cache;            /* HPCMEM_TRACE_STACK_CACHE */
   size_t bufsize;
   hmt_tbuf_t *volatile all;
   uint64_t start_ns;
+  uint64_t writer_after;      /* raw clock: start the writer from the first event after this */
 } G;
+
+/* the writer thread */
+static struct {
+  volatile int state;         /* 0 not started, 1 starting, 2 running, 3 failed, 4 stopping */
+  volatile uint32_t seq;      /* bumped (futex) when a segment is handed over */
+  pthread_t thread;
+} W;
 
 static struct {
 #define HMT_TRACE_STAT_(name, help) volatile uint64_t name;
@@ -76,28 +131,39 @@ static __thread hmt_tbuf_t *t_buf;
 static __thread int t_inside;  /* inside the recorder */
 static __thread int t_lib;     /* inside libhpcmem's own work */
 static __thread int t_tid;
+static __thread int t_writer;  /* this is the writer thread */
 
 #define STAT_ADD(f, n) __atomic_add_fetch(&S.f, (n), __ATOMIC_RELAXED)
 
 /* ---- the clock ---------------------------------------------------------
- * Time stamps are CLOCK_MONOTONIC nanoseconds.  clock_gettime costs 67 ns
- * on the development VM, almost half of what tracing adds to a malloc/free
- * pair without stacks; where the kernel itself keeps time with the TSC
- * (clocksource "tsc": synchronised across cores and at a constant rate) we
- * read the TSC (about 20 ns) and convert with an anchor (tsc, ns, ns per
- * tick << 32) shared by all threads, so their stamps stay comparable.
- * The rate is calibrated for 1 ms at start-up and refined against
- * CLOCK_MONOTONIC at most twice a second from the flush path; a new anchor
- * continues the old line where they meet, so time never jumps, and it goes
- * into the inactive one of two slots before the switch. */
+ * Time stamps are CLOCK_MONOTONIC nanoseconds in the file.  clock_gettime
+ * costs 67 ns on the development VM; where the kernel itself keeps time
+ * with the TSC (clocksource "tsc": synchronised across cores and at a
+ * constant rate) the allocating thread only reads the TSC (rdtsc, no
+ * conversion) and the writer converts ticks to nanoseconds with anchors
+ * (tsc, ns, ns per tick << 32) calibrated for 1 ms at start-up and refined
+ * against CLOCK_MONOTONIC at most twice a second by the writer.  A new
+ * anchor continues the old line where they meet, so time never jumps; the
+ * last HMT_ANCHORS stay, and a tick converts with the newest anchor not
+ * after it, so a buffer written late converts as it would have at once.
+ * Without the TSC the raw stamp is CLOCK_MONOTONIC ns itself. */
+#define HMT_ANCHORS 64
 typedef struct { uint64_t c, t, mult; } hmt_anchor_t;
 static struct {
   int tsc;
-  volatile int idx;
-  hmt_anchor_t a[2];
-  uint64_t c0, t0, last_fix;
+  volatile uint32_t n;        /* anchors made (the newest is a[(n - 1) % HMT_ANCHORS]) */
+  hmt_anchor_t a[HMT_ANCHORS];
+  uint64_t c0, t0, last_fix;  /* c0: raw ticks count from here */
   hmt_tlock_t lock;
 } CLK;
+
+/* the raw stamp of the allocating thread: ticks since CLK.c0 */
+static inline uint64_t clk_raw(void) {
+#if defined(__x86_64__)
+  if (CLK.tsc) return __builtin_ia32_rdtsc() - CLK.c0;
+#endif
+  return _hpcmem_prim_now_ns() - CLK.c0;
+}
 
 #if defined(__x86_64__)
 static inline uint64_t tsc_ns(const hmt_anchor_t *a, uint64_t c) {
@@ -106,18 +172,26 @@ static inline uint64_t tsc_ns(const hmt_anchor_t *a, uint64_t c) {
 }
 #endif
 
-static inline uint64_t clk_now(void) {
+/* raw stamp -> CLOCK_MONOTONIC ns */
+static uint64_t clk_ns(uint64_t raw) {
 #if defined(__x86_64__)
   if (CLK.tsc) {
-    int i = __atomic_load_n(&CLK.idx, __ATOMIC_ACQUIRE);
-    return tsc_ns(&CLK.a[i], __builtin_ia32_rdtsc());
+    uint64_t c = raw + CLK.c0;
+    uint32_t n = __atomic_load_n(&CLK.n, __ATOMIC_ACQUIRE);
+    uint32_t k = 0;
+    for (; k + 1 < n && k + 1 < HMT_ANCHORS; k++)
+      if (CLK.a[(n - 1 - k) % HMT_ANCHORS].c <= c) break;
+    return tsc_ns(&CLK.a[(n - 1 - k) % HMT_ANCHORS], c);
   }
 #endif
-  return _hpcmem_prim_now_ns();
+  return raw + CLK.c0;
 }
+
+static inline uint64_t clk_now(void) { return clk_ns(clk_raw()); }
 
 static void clk_init(void) {
   CLK.tsc = 0;
+  CLK.c0 = 0;
 #if defined(__x86_64__)
   char src[32] = "";
   int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource", O_RDONLY | O_CLOEXEC);
@@ -132,31 +206,31 @@ static void clk_init(void) {
   if (c1 <= c0) return;
   CLK.c0 = c0; CLK.t0 = t0;
   CLK.a[0] = (hmt_anchor_t){c0, t0, (uint64_t)(((unsigned __int128)(t1 - t0) << 32) / (c1 - c0))};
-  CLK.idx = 0;
+  CLK.n = 1;
   CLK.last_fix = t1;
   CLK.tsc = 1;
 #endif
 }
 
-/* Refine the rate against CLOCK_MONOTONIC (from the flush path). */
+/* Refine the rate against CLOCK_MONOTONIC (from the writer / flush path). */
 static void clk_fix(void) {
 #if defined(__x86_64__)
   if (!CLK.tsc) return;
   uint64_t tn = _hpcmem_prim_now_ns();
   if (tn - CLK.last_fix < 500000000u || !_hpcmem_tlock_try(&CLK.lock, _hpcmem_trace_tid())) return;
   uint64_t cn = __builtin_ia32_rdtsc();
-  int i = CLK.idx;
-  uint64_t pn = tsc_ns(&CLK.a[i], cn);
-  hmt_anchor_t n = {cn, pn, (uint64_t)(((unsigned __int128)(tn - CLK.t0) << 32) / (cn - CLK.c0))};
+  uint32_t n = CLK.n;
+  const hmt_anchor_t *cur = &CLK.a[(n - 1) % HMT_ANCHORS];
+  uint64_t pn = tsc_ns(cur, cn);
+  hmt_anchor_t a = {cn, pn, (uint64_t)(((unsigned __int128)(tn - CLK.t0) << 32) / (cn - CLK.c0))};
   /* far off (the machine slept, the VM moved): start from the truth */
-  if (pn > tn + 1000000 || tn > pn + 1000000) n.t = tn > CLK.a[i].t ? tn : CLK.a[i].t;
-  CLK.a[!i] = n;
-  __atomic_store_n(&CLK.idx, !i, __ATOMIC_RELEASE);
+  if (pn > tn + 1000000 || tn > pn + 1000000) a.t = tn > cur->t ? tn : cur->t;
+  CLK.a[n % HMT_ANCHORS] = a;
+  __atomic_store_n(&CLK.n, n + 1, __ATOMIC_RELEASE);
   CLK.last_fix = tn;
   _hpcmem_tlock_release(&CLK.lock);
 #endif
 }
-
 /* ---- small helpers shared by the recorder's files ------------------ */
 
 int _hpcmem_trace_tid(void) {
@@ -193,20 +267,32 @@ void _hpcmem_trace_init(void) {
   G.codec = (int)_hpcmem_opt(TRACE_COMPRESS);
   G.codec = G.codec == HPCMEM_COMPRESS_ZSTD ? HMT_CODEC_ZSTD
           : G.codec == HPCMEM_COMPRESS_ZLIB ? HMT_CODEC_ZLIB : HMT_CODEC_NONE;
-  if (!_hpcmem_codec_available(G.codec)) {
-    int alt = _hpcmem_codec_available(HMT_CODEC_ZSTD) ? HMT_CODEC_ZSTD
-            : _hpcmem_codec_available(HMT_CODEC_ZLIB) ? HMT_CODEC_ZLIB : HMT_CODEC_NONE;
-    _hpcmem_warn("trace: HPCMEM_TRACE_COMPRESS: this build has no %s; using %s",
-                 G.codec == HMT_CODEC_ZSTD ? "zstd" : "zlib",
-                 alt == HMT_CODEC_ZSTD ? "zstd" : alt == HMT_CODEC_ZLIB ? "zlib" : "none");
+  static const char *const codec_name[] = {"none", "zstd", "zlib"};
+  char why[256];
+  if (!_hpcmem_codec_built(G.codec)) {
+    int alt = _hpcmem_codec_built(HMT_CODEC_ZSTD) ? HMT_CODEC_ZSTD
+            : _hpcmem_codec_built(HMT_CODEC_ZLIB) ? HMT_CODEC_ZLIB : HMT_CODEC_NONE;
+    _hpcmem_warn("trace: HPCMEM_TRACE_COMPRESS: this build has no %s; using %s", codec_name[G.codec], codec_name[alt]);
     G.codec = alt;
+  }
+  /* the libraries are loaded now, only when tracing: a missing one is an
+   * error the user must see, and the program goes on untraced */
+  if (_hpcmem_codec_load(G.codec, why, sizeof why)) {
+    _hpcmem_warn("trace: error: HPCMEM_TRACE_COMPRESS=%s needs %s, which cannot be loaded (%s); tracing is OFF "
+                 "(HPCMEM_TRACE_COMPRESS=none traces without it)",
+                 codec_name[G.codec], _hpcmem_codec_library(G.codec), why);
+    return;
   }
   G.depth = (int)_hpcmem_opt(TRACE_DEPTH);
   G.bufsize = (size_t)_hpcmem_opt(TRACE_BUFFER);
   /* the option's order is the HMT_UNWIND_* order */
   G.method = (int)_hpcmem_opt(TRACE_UNWIND);
   G.stack_cache = (int)_hpcmem_opt(TRACE_STACK_CACHE);
-  _hpcmem_stack_init(G.method);
+  if (_hpcmem_stack_init(G.method, why, sizeof why)) {
+    _hpcmem_warn("trace: error: HPCMEM_TRACE_UNWIND=%s: %s; tracing is OFF (HPCMEM_TRACE_UNWIND=backtrace or frame "
+                 "trace without it)", _hpcmem_stack_method_name(G.method), why);
+    return;
+  }
   clk_init();
 
   hmt_header_t h;
@@ -219,6 +305,11 @@ void _hpcmem_trace_init(void) {
   struct timespec rt;
   clock_gettime(CLOCK_REALTIME, &rt);
   G.start_ns = h.start_ns = clk_now();
+  /* the writer also does the age flush, so it must run in a program that
+   * never fills a segment; but not from the first allocations of the
+   * process (the C library may still be starting): 100 ms in */
+  G.writer_after = clk_raw() + (CLK.tsc ? (uint64_t)(((unsigned __int128)100000000u << 32) / CLK.a[0].mult)
+                                        : 100000000u);
   h.start_realtime_ns = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
   h.pointer_size = sizeof(void *);
   h.page_size = (uint32_t)_hpcmem_prim_page_size();
@@ -257,14 +348,26 @@ static hmt_tbuf_t *tbuf_acquire(void) {
   size_t head = sizeof(hmt_tbuf_t) + 5 * nframes * sizeof(uint64_t);
   head = (head + 63) & ~(size_t)63;
   size_t csize = (_hpcmem_scache_size((uint32_t)G.depth) + 63) & ~(size_t)63;
-  hmt_tbuf_t *b = _hpcmem_trace_alloc(head + csize + G.bufsize);
+  /* the segments together are twice HPCMEM_TRACE_BUFFER */
+  size_t words = G.bufsize * 2 / HMT_SEGS / 8;
+  if (words < 4 * RAW_MAX_WORDS(G.depth)) words = 4 * RAW_MAX_WORDS(G.depth);
+  /* records are never longer than 4/3 of their raw entries (a free: 16
+   * bytes raw, at most 21 encoded); a block gathers HPCMEM_TRACE_BUFFER / 2
+   * bytes of records, whatever the segments' size: larger blocks compress
+   * better (BWA-MEM: 1.02 bytes an event with a block per 512 KiB segment,
+   * 0.89 with blocks of 1 MiB of records) */
+  size_t rows = (G.bufsize / 2 + words * 8 / 3 * 4 + 4095) & ~(size_t)4095;
+  hmt_tbuf_t *b = _hpcmem_trace_alloc(head + csize + HMT_SEGS * words * 8 + rows);
   if (!b) return NULL;
   memset(b, 0, sizeof *b);
   b->slots = b->frames + nframes;
   b->cache = (hmt_scache_t *)((uint8_t *)b + head);
   _hpcmem_scache_clear(b->cache, (uint32_t)G.depth);
-  b->buf = (uint8_t *)b + head + csize;
-  b->cap = G.bufsize;
+  b->seg[0] = (uint64_t *)((uint8_t *)b + head + csize);
+  for (int i = 1; i < HMT_SEGS; i++) b->seg[i] = b->seg[i - 1] + words;
+  b->rows = (uint8_t *)(b->seg[HMT_SEGS - 1] + words);
+  b->rows_cap = rows;
+  b->cap = words;
   b->in_use = 1;
   b->tid = _hpcmem_trace_tid();
   hmt_tbuf_t *old = G.all;
@@ -274,46 +377,158 @@ static hmt_tbuf_t *tbuf_acquire(void) {
   return t_buf = b;
 }
 
-/* Write [b->flushed, end) as one block whose first record is encoded
- * against `base`.  Holding b->lock. */
-static int write_chunk(hmt_tbuf_t *b, size_t end, uint64_t count, int may_wait) {
-  size_t len = end - b->flushed;
-  if (len == 0) return 0;
-  const uint8_t *raw = b->buf + b->flushed;
+/* Raw entries -> records at out, against b->enc.  Returns the length;
+ * *count: records. */
+static size_t raw_to_rows(hmt_tbuf_t *b, uint8_t *out, const uint64_t *w, const uint64_t *end, uint64_t *count) {
+  uint8_t *o = out;
+  uint64_t n = 0;
+  while (w < end) {
+    unsigned tag = (unsigned)(w[0] >> RAW_KSHIFT), type = tag & HMT_TAG_TYPE;
+    if (type == HMT_REC_STACK) {
+      uint32_t nf = (uint32_t)(w[0] & RAW_TMASK);
+      o = hmt_encode_stack(o, &b->enc, w[1], w[2], w + 3, nf);
+      w += 3 + nf;
+    } else {
+      uint64_t t = clk_ns(w[0] & RAW_TMASK);
+      if (t < b->enc.time) t = b->enc.time;  /* an S event recorded inside a capture came first */
+      int sys = (tag & HMT_TAG_SYS) != 0;
+      if (type == HPCMEM_EV_FREE) {
+        o = hmt_encode_event(o, &b->enc, type, sys, t, w[1], 0, 0, 0, 0);
+        w += 2;
+      } else if (type == HPCMEM_EV_MEMALIGN) {
+        o = hmt_encode_event(o, &b->enc, type, sys, t, w[1], 0, w[2], w[4], w[3]);
+        w += 5;
+      } else if (type == HPCMEM_EV_REALLOC) {
+        o = hmt_encode_event(o, &b->enc, type, sys, t, w[1], w[4], w[2], 0, w[3]);
+        w += 5;
+      } else {
+        o = hmt_encode_event(o, &b->enc, type, sys, t, w[1], 0, w[2], 0, w[3]);
+        w += 4;
+      }
+    }
+    n++;
+  }
+  *count = n;
+  return (size_t)(o - out);
+}
+
+/* Write raw entries [w, end) of b as one block.  Holding b->lock. */
+/* Write the gathered records as one block.  Holding b->lock. */
+static int write_rows(hmt_tbuf_t *b, int may_wait) {
+  size_t len = b->rows_len;
+  if (!len) return 0;
+  hmt_state_t base = b->rows_base;
+  uint64_t count = b->rows_count;
+  b->rows_len = 0; b->rows_count = 0; b->rows_base = b->enc;
+  const uint8_t *raw = b->rows;
   hmt_block_t blk;
   memset(&blk, 0, sizeof blk);
   blk.type = HMT_BLOCK_EVENTS;
   blk.raw_len = (uint32_t)len;
   blk.tid = (uint32_t)b->tid;
   blk.count = (uint32_t)count;
-  blk.base_time = b->base.time; blk.base_ptr = b->base.ptr; blk.base_stack = b->base.stack;
+  blk.base_time = base.time; blk.base_ptr = base.ptr; blk.base_stack = base.stack;
   const void *out = raw;
-  size_t out_len = len;
-  void *comp = _hpcmem_compress_begin(G.codec, raw, len, may_wait, &out, &out_len);
+  size_t out_len = len, raw_len = len;
+  int columns = 0;
+  unsigned shift = HMT_TICK_SHIFT;
+  void *comp = _hpcmem_compress_events_begin(G.codec, raw, len, &base, shift, may_wait, &out, &out_len,
+                                             &raw_len, &columns);
   blk.codec = comp ? (uint8_t)G.codec : HMT_CODEC_NONE;
+  if (comp && columns) { blk.flags = HMT_BF_COLUMNS; blk.raw_len = (uint32_t)raw_len; }
   blk.stored_len = (uint32_t)out_len;
   int err = _hpcmem_tfile_write_block(&blk, out, may_wait);
   _hpcmem_compress_done(comp);
   if (err) { STAT_ADD(write_errors, 1); return err; }
   STAT_ADD(blocks, 1); STAT_ADD(raw_bytes, len); STAT_ADD(stored_bytes, out_len);
+  if (t_writer) STAT_ADD(writer_blocks, 1);
   return 0;
 }
 
-/* The owner writes its whole buffer and starts over. */
-static void owner_flush(hmt_tbuf_t *b) {
-  _hpcmem_tlock(&b->lock, b->tid);
-  write_chunk(b, b->committed, b->records - b->records_flushed, 1);
-  /* written or not, the buffer starts over: memory stays bounded */
-  b->flushed = 0; b->records = b->records_flushed = 0;
-  b->base = b->enc;
-  __atomic_store_n(&b->committed, 0, __ATOMIC_RELEASE);
-  _hpcmem_tlock_release(&b->lock);
-  _hpcmem_tfile_check_modules(1);
-  clk_fix();
+/* Add raw entries [w, end) to the gathered records, and write them when
+ * enough have gathered (or now: flush).  Holding b->lock. */
+static int write_raw(hmt_tbuf_t *b, const uint64_t *w, const uint64_t *end, int may_wait, int flush) {
+  int err = 0;
+  if (w < end) {
+    if (b->rows_len + (size_t)(end - w) * 8 / 3 * 4 + 64 > b->rows_cap) err = write_rows(b, may_wait);
+    if (!b->rows_len) { b->rows_base = b->enc; b->rows_t0 = clk_raw(); }
+    uint64_t count;
+    b->rows_len += raw_to_rows(b, b->rows + b->rows_len, w, end, &count);
+    b->rows_count += count;
+  }
+  if (flush || b->rows_len >= G.bufsize / 2) err = write_rows(b, may_wait);
+  return err;
 }
 
-/* Anyone writes the committed part of a buffer (flush_all).  Returns 0,
- * or -EBUSY when the lock is held by the interrupted owner itself. */
+/* Write what is not written yet, oldest first: the segments handed over,
+ * then (current) the committed part of the one being filled.  The writer
+ * leaves that one alone unless it is old: small blocks compress badly.
+ * Holding b->lock. */
+static void write_ready(hmt_tbuf_t *b, int may_wait, int current) {
+  for (;;) {
+    size_t n;
+    while ((n = __atomic_load_n(&b->ready[b->tail], __ATOMIC_ACQUIRE)) != 0) {
+      unsigned s = b->tail;
+      write_raw(b, b->seg[s] + b->done[s], b->seg[s] + n, may_wait, 0);  /* written or not, it is free again */
+      b->done[s] = 0;
+      b->tail = (s + 1) % HMT_SEGS;
+      __atomic_store_n(&b->ready[s], 0, __ATOMIC_RELEASE);
+    }
+    if (!current) return;  /* the writer: blocks of HPCMEM_TRACE_BUFFER / 2 */
+    uint64_t p = __atomic_load_n(&b->pos, __ATOMIC_ACQUIRE);
+    unsigned c = POS_SEG(p);
+    /* the owner moved on after we looked: the segment is handed over
+     * (or about to be), and is written as such */
+    if (c != b->tail) {
+      if (__atomic_load_n(&b->ready[b->tail], __ATOMIC_ACQUIRE)) continue;
+      write_rows(b, may_wait);
+      return;
+    }
+    if (POS_LEN(p) > b->done[c]) {
+      write_raw(b, b->seg[c] + b->done[c], b->seg[c] + POS_LEN(p), may_wait, 0);
+      b->done[c] = POS_LEN(p);
+    }
+    write_rows(b, may_wait);  /* a flush: everything */
+    return;
+  }
+}
+
+static void writer_start(hmt_tbuf_t *b);
+
+static void wake_writer(void) {
+  __atomic_add_fetch(&W.seq, 1, __ATOMIC_RELEASE);
+  syscall(SYS_futex, &W.seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+/* The owner's segment is full: hand it over and go on in the next one,
+ * without a lock.  Only when the writer is a whole ring behind does the
+ * owner write the waiting segments itself. */
+static void owner_swap(hmt_tbuf_t *b) {
+  uint64_t p = b->pos;
+  unsigned c = POS_SEG(p), n = (c + 1) % HMT_SEGS;
+  if (__atomic_load_n(&b->ready[n], __ATOMIC_ACQUIRE)) {
+    _hpcmem_tlock(&b->lock, b->tid);
+    write_ready(b, 1, 0);
+    _hpcmem_tlock_release(&b->lock);
+  }
+  /* first move on, then hand over: whoever looks in between finds the
+   * segment neither current nor ready, and leaves it for later */
+  __atomic_store_n(&b->pos, POS(n, 0), __ATOMIC_RELEASE);
+  __atomic_store_n(&b->ready[c], POS_LEN(p), __ATOMIC_RELEASE);
+  if (W.state == 2) {
+    wake_writer();
+  } else {
+    _hpcmem_tlock(&b->lock, b->tid);
+    write_ready(b, 1, 0);
+    _hpcmem_tlock_release(&b->lock);
+    if (W.state == 0) writer_start(b);
+    _hpcmem_tfile_check_modules(1);
+    clk_fix();
+  }
+}
+
+/* Anyone writes what a buffer holds.  Returns 0, or -EBUSY when the lock
+ * is held by the interrupted owner itself. */
 static int partial_flush(hmt_tbuf_t *b, int may_wait) {
   int tid = _hpcmem_trace_tid();
   if (!_hpcmem_tlock_try(&b->lock, tid)) {
@@ -326,56 +541,136 @@ static int partial_flush(hmt_tbuf_t *b, int may_wait) {
       _hpcmem_tlock(&b->lock, tid);
     }
   }
-  size_t end = __atomic_load_n(&b->committed, __ATOMIC_ACQUIRE);
-  if (end > b->flushed) {
-    /* decode what we write to learn the state at its end */
-    hmt_state_t st = b->base;
-    hmt_record_t r;
-    const uint8_t *p = b->buf + b->flushed, *e = b->buf + end;
-    uint64_t n = 0;
-    while (p < e && hmt_decode_record(&p, e, &st, &r) == HMT_OK) n++;
-    if (p == e) {
-      write_chunk(b, end, n, may_wait);
-      b->flushed = end;
-      b->base = st;
-      b->records_flushed += n;
-      b->first_time = 0;
-    }
-  }
+  write_ready(b, may_wait, 1);
   _hpcmem_tlock_release(&b->lock);
   return 0;
 }
 
+/* ---- the writer thread ----------------------------------------------- */
+
+/* a buffer whose oldest unwritten entry is older than this is written by
+ * the writer even if not full, so that a rank killed with SIGKILL loses at
+ * most about this much of a slow thread's events */
+static int too_old(hmt_tbuf_t *b, uint64_t now_raw, uint64_t age_raw) {
+  if (b->rows_len && now_raw > b->rows_t0 && now_raw - b->rows_t0 > age_raw) return 1;
+  uint64_t p = __atomic_load_n(&b->pos, __ATOMIC_ACQUIRE);
+  unsigned c = POS_SEG(p);
+  size_t from = b->done[c];  /* a heuristic: a stale value only delays or hastens a write */
+  if (POS_LEN(p) <= from) return 0;
+  uint64_t t = b->seg[c][from] & RAW_TMASK;
+  return now_raw > t && now_raw - t > age_raw;
+}
+
+static void *writer_main(void *arg) {
+  (void)arg;
+  t_inside = 1;  /* the writer records nothing of its own */
+  t_writer = 1;
+  uint64_t age_raw = HMT_FLUSH_AGE_NS;
+#if defined(__x86_64__)
+  if (CLK.tsc) age_raw = (uint64_t)(((unsigned __int128)HMT_FLUSH_AGE_NS << 32) / CLK.a[0].mult);
+#endif
+  while (__atomic_load_n(&W.state, __ATOMIC_ACQUIRE) == 2) {
+    uint32_t seq = __atomic_load_n(&W.seq, __ATOMIC_ACQUIRE);
+    int tid = _hpcmem_trace_tid(), worked = 0;
+    uint64_t now = clk_raw();
+    for (hmt_tbuf_t *b = __atomic_load_n(&G.all, __ATOMIC_ACQUIRE); b; b = b->next) {
+      if (b->ready[b->tail] && _hpcmem_tlock_try(&b->lock, tid)) {
+        write_ready(b, 1, 0);
+        _hpcmem_tlock_release(&b->lock);
+        worked = 1;
+      }
+      if (b->in_use && too_old(b, now, age_raw)) partial_flush(b, 1);
+    }
+    _hpcmem_tfile_check_modules(1);
+    clk_fix();
+    if (!worked) {
+      struct timespec ts = {0, 250 * 1000 * 1000};
+      syscall(SYS_futex, &W.seq, FUTEX_WAIT_PRIVATE, seq, &ts, NULL, 0);
+    }
+  }
+  return NULL;
+}
+
+/* Started by the first hand-over (not at init: pthread_create allocates,
+ * and init runs inside the allocator's own start-up).  Its allocations
+ * are recorded as libhpcmem's own. */
+static void writer_start(hmt_tbuf_t *b) {
+  int z = 0;
+  if (!__atomic_compare_exchange_n(&W.state, &z, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) return;
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);  /* signals go to the application's threads */
+  int was = b->capturing;
+  b->capturing = 1;
+  pthread_attr_t at;
+  int err = pthread_attr_init(&at);
+  if (!err) {
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_JOINABLE);
+    pthread_attr_setstacksize(&at, 256 * 1024);
+    __atomic_store_n(&W.state, 2, __ATOMIC_RELEASE);
+    err = pthread_create(&W.thread, &at, writer_main, NULL);
+    pthread_attr_destroy(&at);
+  }
+  b->capturing = was;
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (err) {
+    __atomic_store_n(&W.state, 3, __ATOMIC_RELEASE);
+    _hpcmem_warn("trace: cannot start the writer thread (%s); threads write their own buffers", strerror(err));
+  }
+}
+
+static void writer_stop(void) {
+  if (__atomic_load_n(&W.state, __ATOMIC_ACQUIRE) != 2) { W.state = 0; return; }
+  __atomic_store_n(&W.state, 4, __ATOMIC_RELEASE);
+  __atomic_add_fetch(&W.seq, 1, __ATOMIC_RELEASE);
+  syscall(SYS_futex, &W.seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+  pthread_join(W.thread, NULL);
+  W.state = 0;
+}
+
 /* ---- the event hook -------------------------------------------------- */
 
-static void append(hmt_tbuf_t *b, unsigned kind, int sys, uint64_t t, uint64_t ptr, uint64_t old,
-                   uint64_t size, uint64_t align, uint64_t stack, const hmt_stack_def_t *def) {
-  size_t need = HMT_MAX_RECORD(0) + (def ? HMT_MAX_RECORD(def->n) : 0);
-  size_t pos = b->committed;
-  if (pos + need > b->cap) { owner_flush(b); pos = 0; }
-  uint8_t *p = b->buf + pos;
-  if (def) { p = hmt_encode_stack(p, &b->enc, def->first, def->parent, b->frames, def->n); b->records++; }
-  if (t < b->enc.time) t = b->enc.time;  /* an S event recorded inside a capture came first */
-  p = hmt_encode_event(p, &b->enc, kind, sys, t, ptr, old, size, align, stack);
-  b->records++;
-  if (pos == b->flushed || b->first_time == 0) b->first_time = t;
-  __atomic_store_n(&b->committed, (size_t)(p - b->buf), __ATOMIC_RELEASE);
+static inline __attribute__((always_inline)) void append(hmt_tbuf_t *b, unsigned tag, uint64_t t, uint64_t ptr, uint64_t old, uint64_t size,
+                          uint64_t align, uint64_t stack, const hmt_stack_def_t *def) {
+  uint64_t p = b->pos;
+  if (__builtin_expect(POS_LEN(p) + RAW_MAX_WORDS(def ? def->n : 0) > b->cap, 0)) {
+    owner_swap(b);
+    p = b->pos;  /* entries recorded while the writer started came first */
+  }
+  uint64_t *const start = b->seg[POS_SEG(p)], *w = start + POS_LEN(p);
+  if (def) {
+    w[0] = ((uint64_t)HMT_REC_STACK << RAW_KSHIFT) | def->n;
+    w[1] = def->first; w[2] = def->parent;
+    memcpy(w + 3, b->frames, def->n * sizeof *w);
+    w += 3 + def->n;
+  }
+  unsigned type = tag & HMT_TAG_TYPE;
+  w[0] = ((uint64_t)tag << RAW_KSHIFT) | (t & RAW_TMASK);
+  w[1] = ptr;
+  if (type == HPCMEM_EV_FREE) w += 2;
+  else {
+    w[2] = size; w[3] = stack;
+    if (type == HPCMEM_EV_MEMALIGN) { w[4] = align; w += 5; }
+    else if (type == HPCMEM_EV_REALLOC) { w[4] = old; w += 5; }
+    else w += 4;
+  }
+  __atomic_store_n(&b->pos, POS(POS_SEG(p), (size_t)(w - start)), __ATOMIC_RELEASE);
   /* the owner's own counter: a shared one would bounce between cores */
   __atomic_store_n(&b->events, b->events + 1, __ATOMIC_RELAXED);
-  if (G.final || t - b->first_time > HMT_FLUSH_AGE_NS) owner_flush(b);
+  if (__builtin_expect(G.final, 0)) partial_flush(b, 1);
 }
 
 __attribute__((noinline, optimize("no-omit-frame-pointer"))) void _hpcmem_trace_event(int kind, const void *ptr, size_t size,
                                                    const void *old_ptr, size_t align) {
   if (!__atomic_load_n(&_hpcmem_trace_enabled, __ATOMIC_ACQUIRE)) return;
   const void *from = __builtin_return_address(0);
-  int sys = (kind & HPCMEM_EV_SYS) || t_lib > 0;
+  unsigned sys = ((kind & HPCMEM_EV_SYS) || t_lib > 0) ? HMT_TAG_SYS : 0;
   unsigned k = (unsigned)kind & HMT_TAG_TYPE;
   if (k < HPCMEM_EV_MALLOC || k > HPCMEM_EV_MEMALIGN || ((unsigned)kind & ~(HMT_TAG_TYPE | HPCMEM_EV_SYS))) return;
   hmt_tbuf_t *b = t_buf;
   if (t_inside) {
     if (b && b->capturing)
-      append(b, k, 1, clk_now(), (uintptr_t)ptr, (uintptr_t)old_ptr, size, align, 0, NULL);
+      append(b, k | HMT_TAG_SYS, clk_raw(), (uintptr_t)ptr, (uintptr_t)old_ptr, size, align, 0, NULL);
     else
       STAT_ADD(dropped, 1);
     return;
@@ -385,7 +680,7 @@ __attribute__((noinline, optimize("no-omit-frame-pointer"))) void _hpcmem_trace_
   uint64_t stack = 0;
   hmt_stack_def_t def = {0, 0, 0};
   /* realloc to size 0 frees: no stack to keep */
-  if (hmt_is_alloc(k) && G.depth > 0 && !(k == HPCMEM_EV_REALLOC && !ptr)) {
+  if (k != HPCMEM_EV_FREE && G.depth > 0 && !(k == HPCMEM_EV_REALLOC && !ptr)) {
     b->capturing = 1;
     stack = _hpcmem_stack_get(G.stack_cache ? b->cache : NULL, b->frames, b->slots, (uint32_t)G.depth, from, __builtin_frame_address(0), &def);
     b->capturing = 0;
@@ -394,7 +689,9 @@ __attribute__((noinline, optimize("no-omit-frame-pointer"))) void _hpcmem_trace_
       _hpcmem_tfile_check_modules(1);  /* a dlopen'ed object shows up in new stacks first */
     }
   }
-  append(b, k, sys, clk_now(), (uintptr_t)ptr, (uintptr_t)old_ptr, size, align, stack, def.n ? &def : NULL);
+  uint64_t t = clk_raw();
+  if (__builtin_expect(W.state == 0, 0) && t > G.writer_after) writer_start(b);
+  append(b, k | sys, t, (uintptr_t)ptr, (uintptr_t)old_ptr, size, align, stack, def.n ? &def : NULL);
   t_inside = 0;
 }
 
@@ -421,6 +718,9 @@ void _hpcmem_trace_flush_all(int reason) {
   int saved = t_inside;
   t_inside = 1;  /* no recording while we write */
   if (may_wait) _hpcmem_tfile_check_modules(1);
+  /* from now on (EXIT, a signal) each event is written as it comes: set
+   * before the buffers are written, so that no event falls in between */
+  if (reason == HMT_FLUSH_EXIT || in_signal) G.final = 1;
   for (hmt_tbuf_t *b = G.all; b; b = b->next) partial_flush(b, may_wait);
   hpcmem_trace_stats_t st;
   fill_stats(&st);
@@ -440,7 +740,6 @@ void _hpcmem_trace_flush_all(int reason) {
   blk.type = HMT_BLOCK_FLUSH; blk.codec = HMT_CODEC_NONE;
   blk.stored_len = blk.raw_len = (uint32_t)(p - payload);
   _hpcmem_tfile_write_block(&blk, payload, may_wait);
-  if (reason == HMT_FLUSH_EXIT || in_signal) G.final = 1;
   if (reason == HMT_FLUSH_EXIT && _hpcmem_opt(VERBOSE)) {
     uint64_t hits = 0, misses = 0;
     for (hmt_tbuf_t *b = G.all; b; b = b->next) _hpcmem_scache_counts(b->cache, &hits, &misses);
@@ -457,6 +756,11 @@ void _hpcmem_trace_thread_exit(void) {
   int saved = t_inside;
   t_inside = 1;
   partial_flush(b, 1);
+  /* the next owner starts at the front of a segment */
+  _hpcmem_tlock(&b->lock, b->tid);
+  b->done[POS_SEG(b->pos)] = 0;
+  __atomic_store_n(&b->pos, POS(POS_SEG(b->pos), 0), __ATOMIC_RELEASE);
+  _hpcmem_tlock_release(&b->lock);
   t_buf = NULL;
   __atomic_store_n(&b->in_use, 0, __ATOMIC_RELEASE);
   t_inside = saved;
@@ -470,21 +774,26 @@ void _hpcmem_trace_set_rank(int rank, int size, int64_t clock_offset_ns) {
 }
 
 /* fork: the child keeps recording into a file of its own; what the
- * parent had buffered is the parent's to write */
+ * parent had buffered is the parent's to write.  The writer thread is not
+ * in the child: the next hand-over starts one. */
 static void after_fork_child(void) {
   if (!G.ready) return;
   t_tid = 0;
+  W.state = 0;
+  W.seq = 0;
+  G.writer_after = 0;  /* the child's first event starts its writer */
   for (hmt_tbuf_t *b = G.all; b; b = b->next) {
     b->lock.owner = 0;
-    b->committed = b->flushed = 0;
-    b->records = b->records_flushed = 0;
-    b->base = b->enc;
-    b->first_time = 0;
+    for (int i = 0; i < HMT_SEGS; i++) b->ready[i] = b->done[i] = 0;
+    b->rows_len = 0; b->rows_count = 0;
+    b->tail = POS_SEG(b->pos);
+    b->pos = POS(b->tail, 0);
     b->events = 0;
     if (b != t_buf) b->in_use = 0;
     else b->tid = _hpcmem_trace_tid();
   }
   memset(&S, 0, sizeof S);
+  CLK.lock.owner = 0;
   /* stack definitions went to the parent's file: define them again here */
   _hpcmem_stack_reset();
   _hpcmem_compress_after_fork_child();
@@ -493,6 +802,7 @@ static void after_fork_child(void) {
 
 void _hpcmem_trace_shutdown(void) {
   if (!G.ready) return;
+  writer_stop();
   _hpcmem_trace_flush_all(HMT_FLUSH_EXPLICIT);
   __atomic_store_n(&_hpcmem_trace_enabled, 0, __ATOMIC_RELEASE);
   _hpcmem_trace_signals_uninstall();

@@ -81,7 +81,9 @@ int _hpcmem_trace_tid(void);
 
 /* stack.c */
 enum { HMT_UNWIND_LIBUNWIND, HMT_UNWIND_BACKTRACE, HMT_UNWIND_FRAMEPOINTER };
-void _hpcmem_stack_init(int method);
+/* 0, or -ENOENT when the method needs a library that cannot be loaded
+ * (the reason in why) */
+int _hpcmem_stack_init(int method, char *why, size_t whylen);
 /* Capture up to max return addresses of the caller of `from` (the frames
  * above it are dropped).  Returns the depth. */
 uint32_t _hpcmem_stack_capture(uint64_t *frames, uint32_t max, const void *from);
@@ -117,9 +119,19 @@ const char *_hpcmem_stack_method_name(int method);
  * and may_wait == 0 (signal handler), it failed, or it did not shrink. */
 void *_hpcmem_compress_begin(int codec, const void *src, size_t len, int may_wait,
                              const void **out, size_t *out_len);
+/* The same for the rows of an EVENTS block encoded against *base: they are
+ * regrouped in columns first (time ticks of 2^shift ns) when that works;
+ * *columns says so, *raw_len is the length before compression. */
+void *_hpcmem_compress_events_begin(int codec, const void *src, size_t len, const hmt_state_t *base, unsigned shift,
+                                    int may_wait, const void **out, size_t *out_len, size_t *raw_len, int *columns);
 void _hpcmem_compress_done(void *comp);
 size_t _hpcmem_compress_bound(int codec, size_t len);
+/* built in (headers at configure time) / loaded (dlopen succeeded) */
+int _hpcmem_codec_built(int codec);
 int _hpcmem_codec_available(int codec);
+/* dlopen the codec's library (once); 0, or -ENOENT with the reason in why */
+int _hpcmem_codec_load(int codec, char *why, size_t whylen);
+const char *_hpcmem_codec_library(int codec);
 void _hpcmem_compress_reset(void);
 void _hpcmem_compress_after_fork_child(void);
 /* page-granular allocations for the codecs and the recorder (prim memory) */

@@ -1,8 +1,8 @@
 #!/bin/sh
 # libhpcmem's fixed cost at start (docs/footprint.md): a program without MPI
 # must not get the MPI library, hwloc (with libudev and libm behind it),
-# hwloc's plugins (PCI, OpenCL, GL with libX11 and libxcb, libxml2) or
-# libnuma mapped by libhpcmem, neither under LD_PRELOAD nor linked with
+# hwloc's plugins (PCI, OpenCL, GL with libX11 and libxcb, libxml2), the
+# trace libraries or libnuma mapped by libhpcmem, neither under LD_PRELOAD nor linked with
 # -lhpcmem.  The MPI layer reaches MPI through weak references; hwloc is not
 # opened at all unless something needs more than sysfs tells (and closed
 # again after reading); both are checked in the library's symbol table too.
@@ -16,8 +16,9 @@ ok() { echo "[       OK ] footprint.$1"; }
 fail() { echo "[  FAILED  ] footprint.$1 ($2)"; fails=$((fails + 1)); }
 
 # what must not be there: MPI, hwloc and everything they bring
-# (and libnuma: the NUMA system calls are made directly, src/prim)
-words="libmpi libopen-pal libopen-rte libopen-orted libpmix libevent libhwloc hwloc_ libudev libm.so libpciaccess libOpenCL libX11 libxcb libxml2 libicu libnuma"
+# (and the trace libraries, loaded when tracing starts, and libnuma: the
+# NUMA system calls are made directly, src/prim)
+words="libmpi libopen-pal libopen-rte libopen-orted libpmix libevent libhwloc hwloc_ libudev libm.so libpciaccess libOpenCL libX11 libxcb libxml2 libicu libzstd libunwind liblzma libz.so libnuma"
 
 # $1: case name; the rest: the command
 check_libs() {

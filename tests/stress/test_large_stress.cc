@@ -54,6 +54,7 @@ TEST(_hpcmem_large_alloc, ManyThreadsWithDecay) {
   c.min_split = 128 * KiB;
   c.decay_ns = 1000000;  // 1 ms: decay passes all the time
   c.thp = 1;  // two arenas: blocks of 16 MiB and more have their own
+  c.quick = HPCMEM_LARGE_QUICK;  // blocks freed by one thread reused by another
   ASSERT_EQ(_hpcmem_large_init(&L, &c), 0);
 
   const int threads = 4, ops = 20000;
@@ -142,6 +143,11 @@ TEST(_hpcmem_large_alloc, ManyThreadsWithDecay) {
   EXPECT_EQ(_hpcmem_large_check(&L), 0);
   hpcmem_large_stats_t s;
   _hpcmem_large_stats(&L, &s);
+  EXPECT_LE(s.quick_blocks, (size_t)HPCMEM_LARGE_QUICK);
+  _hpcmem_large_decay(&L, _hpcmem_prim_now_ns(), 1);  // the quick list back into the trees
+  EXPECT_EQ(_hpcmem_large_check(&L), 0);
+  _hpcmem_large_stats(&L, &s);
+  EXPECT_EQ(s.quick_blocks, 0u);
   EXPECT_EQ(s.live_blocks, 0u);
   EXPECT_EQ(s.free_blocks, (size_t)L.narenas);  // one free block per arena
   EXPECT_EQ(s.alloc_count, s.free_count);

@@ -41,7 +41,7 @@ static void bench_unwind(void) {
   printf("%-10s %6s %8s %10s %10s\n", "method", "depth", "frames", "ns/capture", "ns/frame");
   int methods[] = {HMT_UNWIND_LIBUNWIND, HMT_UNWIND_BACKTRACE, HMT_UNWIND_FRAMEPOINTER};
   for (int m = 0; m < 3; m++) {
-    _hpcmem_stack_init(methods[m]);
+    _hpcmem_stack_init(methods[m], NULL, 0);
     for (int depth = 5; depth <= 80; depth *= 2) {
       uint64_t ns;
       descend(depth, 1000, &ns);  /* warm the caches */
@@ -85,7 +85,7 @@ static void bench_events(const char *dir, int n, int depth, int method) {
     _hpcmem_options_init();
     _hpcmem_options_load(env);
     _hpcmem_trace_init();
-    _hpcmem_stack_init(method);
+    _hpcmem_stack_init(method, NULL, 0);
     uint64_t t0 = now();
     work(20, n / 2);
     uint64_t ns = now() - t0;

@@ -25,8 +25,9 @@ const uint64_t NEVER = UINT64_MAX;
 struct Tier {
   hpcmem_large_t L;
   explicit Tier(uint64_t decay_ns = NEVER, size_t reserve = 4096 * MiB, size_t align = 256,
-                size_t min_split = 128 * KiB) {
+                size_t min_split = 128 * KiB, unsigned quick = 0) {
     hpcmem_large_config_t c = {};
+    c.quick = quick;
     c.reserve = reserve;
     c.align = align;
     c.min_split = min_split;
@@ -108,6 +109,7 @@ TEST(_hpcmem_large_init, FromOptions) {
   EXPECT_EQ(c.align, 256u);
   EXPECT_EQ(c.min_split, 128 * KiB);
   EXPECT_EQ(c.decay_ns, 1000u * 1000000u);
+  EXPECT_EQ(c.quick, (unsigned)HPCMEM_LARGE_QUICK);
   hpcmem_large_t L;
   ASSERT_EQ(_hpcmem_large_init(&L, nullptr), 0);
   void *p = _hpcmem_large_alloc(&L, 1 * MiB, 0);
@@ -978,8 +980,8 @@ bool verify(const Live &b) {
   return ok;
 }
 
-void random_run(uint64_t decay_ns, size_t align, unsigned seed, int ops) {
-  Tier t(decay_ns, 8192 * MiB, align);
+void random_run(uint64_t decay_ns, size_t align, unsigned seed, int ops, unsigned quick = 0) {
+  Tier t(decay_ns, 8192 * MiB, align, 128 * KiB, quick);
   std::mt19937_64 rng(seed);
   std::vector<Live> live;
   for (int op = 0; op < ops; op++) {
@@ -1036,9 +1038,11 @@ void random_run(uint64_t decay_ns, size_t align, unsigned seed, int ops) {
     ASSERT_TRUE(verify(b));
     ASSERT_EQ(t.free(b.p), 0);
   }
+  _hpcmem_large_decay(&t.L, 0, 1);  // the quick list goes back to the trees too
   auto s = t.stats();
   EXPECT_EQ(s.live_blocks, 0u);
   EXPECT_EQ(s.free_blocks, 1u);
+  EXPECT_EQ(s.quick_blocks, 0u);
   EXPECT_EQ(t.check(), 0);
 }
 
@@ -1054,4 +1058,238 @@ TEST(_hpcmem_large_alloc, RandomizedWithImmediateDecay) {
 
 TEST(_hpcmem_large_alloc, RandomizedSmallAlignmentShortDecay) {
   random_run(1000000, 16, 3, 30000);
+}
+
+TEST(_hpcmem_large_alloc, RandomizedWithQuickList) {
+  random_run(NEVER, 256, 4, 50000, HPCMEM_LARGE_QUICK);
+}
+
+TEST(_hpcmem_large_alloc, RandomizedWithQuickListShortDecay) {
+  random_run(1000000, 256, 5, 30000, 3);
+}
+
+// ------------------------------------------------------------ quick list
+
+namespace {
+const unsigned Q = HPCMEM_LARGE_QUICK;
+}
+
+TEST(_hpcmem_large_quick, FreedBlockIsReusedWhole) {
+  Tier t(NEVER, 4096 * MiB, 256, 128 * KiB, Q);
+  char *a = t.alloc(1 * MiB), *guard = t.alloc(1 * MiB);
+  ASSERT_TRUE(a && guard);
+  ASSERT_EQ(t.free(a), 0);
+  auto s = t.stats();
+  EXPECT_EQ(s.quick_blocks, 1u);
+  EXPECT_EQ(s.quick_bytes, 1 * MiB);
+  EXPECT_EQ(s.free_blocks, 1u);           // counted as free and retained
+  EXPECT_EQ(s.free_bytes, 1 * MiB);
+  EXPECT_EQ(s.retained_bytes, 1 * MiB);
+  EXPECT_EQ(s.live_bytes + s.overhead_bytes + s.free_bytes, s.mapped_bytes);
+  EXPECT_EQ(t.check(), 0);
+  // a slightly smaller request takes it back as it is
+  size_t u = 0;
+  char *b = (char *)_hpcmem_large_alloc_usable(&t.L, 1 * MiB - 64 * KiB, 0, &u);
+  EXPECT_EQ(b, a);
+  EXPECT_EQ(u, 1 * MiB);
+  s = t.stats();
+  EXPECT_EQ(s.quick_blocks, 0u);
+  EXPECT_EQ(s.free_blocks, 0u);
+  EXPECT_EQ(s.live_blocks, 2u);
+  EXPECT_EQ(t.check(), 0);
+  EXPECT_EQ(t.free(b), 0);
+  EXPECT_EQ(t.free(guard), 0);
+  EXPECT_EQ(t.check(), 0);
+}
+
+TEST(_hpcmem_large_quick, FitsWithLittleWaste) {
+  Tier t(NEVER, 4096 * MiB, 256, 128 * KiB, Q);
+  char *a = t.alloc(8 * MiB), *guard = t.alloc(1 * MiB);
+  ASSERT_EQ(t.free(a), 0);
+  char *d = t.alloc(7 * MiB + 512 * KiB);   // 1/16 of waste: fits
+  EXPECT_EQ(d, a);
+  EXPECT_EQ(_hpcmem_large_usable_size(&t.L, d), 8 * MiB);
+  EXPECT_EQ(t.check(), 0);
+  for (char *p : {d, guard}) EXPECT_EQ(t.free(p), 0);
+  EXPECT_EQ(t.check(), 0);
+}
+
+TEST(_hpcmem_large_quick, MissSendsTheListToTheTree) {
+  Tier t(NEVER, 4096 * MiB, 256, 128 * KiB, Q);
+  char *a = t.alloc(8 * MiB), *b = t.alloc(1 * MiB), *guard = t.alloc(1 * MiB);
+  ASSERT_EQ(t.free(a), 0);
+  ASSERT_EQ(t.free(b), 0);
+  EXPECT_EQ(t.stats().quick_blocks, 2u);
+  // 6 MiB would waste a quarter of a's block: a miss; both blocks merge in the
+  // tree and the request is carved from the front of the merged block
+  char *c = t.alloc(6 * MiB);
+  EXPECT_EQ(c, a);
+  EXPECT_EQ(_hpcmem_large_usable_size(&t.L, c), 6 * MiB);
+  auto s = t.stats();
+  EXPECT_EQ(s.quick_blocks, 0u);
+  EXPECT_EQ(s.free_blocks, 1u);
+  EXPECT_EQ(s.free_bytes, 3 * MiB);
+  EXPECT_EQ(t.free(b), -EALREADY);
+  EXPECT_EQ(t.check(), 0);
+  // a larger request grows into what was freed at the end of the extent
+  EXPECT_EQ(t.free(guard), 0);
+  EXPECT_EQ(t.free(c), 0);
+  char *d = t.alloc(12 * MiB);
+  EXPECT_EQ(d, a);
+  EXPECT_EQ(t.check(), 0);
+  EXPECT_EQ(t.free(d), 0);
+}
+
+TEST(_hpcmem_large_quick, HonoursAlignment) {
+  Tier t(NEVER, 4096 * MiB, 256, 128 * KiB, Q);
+  char *a = t.alloc(1 * MiB), *guard = t.alloc(1 * MiB);
+  ASSERT_EQ(t.free(a), 0);
+  size_t big = (uintptr_t)a & (~(uintptr_t)a + 1);   // a's own alignment, doubled
+  big *= 2;
+  char *b = t.alloc(1 * MiB, big);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ((uintptr_t)b % big, 0u);
+  EXPECT_NE(b, a);
+  EXPECT_EQ(t.check(), 0);
+  EXPECT_EQ(t.free(b), 0);
+  EXPECT_EQ(t.free(guard), 0);
+}
+
+TEST(_hpcmem_large_quick, DoubleFreeAndBadUseOfACachedBlock) {
+  Tier t(NEVER, 4096 * MiB, 256, 128 * KiB, Q);
+  char *a = t.alloc(1 * MiB);
+  ASSERT_EQ(t.free(a), 0);
+  EXPECT_EQ(t.free(a), -EALREADY);
+  EXPECT_EQ(_hpcmem_large_resize(&t.L, a, 2 * MiB), -EINVAL);
+  EXPECT_EQ(_hpcmem_large_usable_size(&t.L, a), 0u);
+  EXPECT_EQ(t.free(a + 256), -EINVAL);
+  EXPECT_EQ(t.stats().error_count, 3u);
+  // still recognised after it left the list for the tree
+  _hpcmem_large_decay(&t.L, 0, 1);
+  EXPECT_EQ(t.stats().quick_blocks, 0u);
+  EXPECT_EQ(t.free(a), -EALREADY);
+  EXPECT_EQ(t.check(), 0);
+}
+
+TEST(_hpcmem_large_quick, FullListSendsTheOldestToTheTree) {
+  Tier t(NEVER, 4096 * MiB, 256, 128 * KiB, Q);
+  std::vector<char *> v, guards;
+  for (unsigned i = 0; i < Q + 2; i++) {
+    v.push_back(t.alloc(1 * MiB));
+    guards.push_back(t.alloc(256 * KiB));   // keeps the freed blocks apart
+  }
+  for (char *p : v) ASSERT_EQ(t.free(p), 0);
+  auto s = t.stats();
+  EXPECT_EQ(s.quick_blocks, (size_t)Q);
+  EXPECT_EQ(s.free_blocks, (size_t)Q + 2);
+  EXPECT_EQ(t.check(), 0);
+  // the two oldest are in the tree; the newest comes back first
+  EXPECT_EQ(t.alloc(1 * MiB), v.back());
+  EXPECT_EQ(t.free(v[0]), -EALREADY);
+  EXPECT_EQ(t.check(), 0);
+  EXPECT_EQ(t.free(v.back()), 0);
+  for (char *g : guards) EXPECT_EQ(t.free(g), 0);
+  EXPECT_EQ(t.check(), 0);
+}
+
+TEST(_hpcmem_large_quick, BoundedInBytes) {
+  Tier t(NEVER, 4096 * MiB, 256, 128 * KiB, Q);
+  std::vector<char *> v;
+  for (int i = 0; i < 4; i++) v.push_back(t.alloc(12 * MiB));
+  char *huge = t.alloc(16 * MiB), *g = t.alloc(1 * MiB);
+  ASSERT_TRUE(huge && g);
+  ASSERT_EQ(t.free(huge), 0);         // blocks of the huge-page size never go on it
+  EXPECT_EQ(t.stats().quick_blocks, 0u);
+  for (char *p : v) ASSERT_EQ(t.free(p), 0);   // 48 MiB would be too much: the oldest leave
+  auto s = t.stats();
+  EXPECT_EQ(s.quick_blocks, 2u);
+  EXPECT_EQ(s.quick_bytes, 24 * MiB);
+  EXPECT_EQ(t.free(v[0]), -EALREADY);
+  EXPECT_EQ(t.check(), 0);
+  EXPECT_EQ(t.free(g), 0);
+}
+
+TEST(_hpcmem_large_quick, DecaysLikeAnyFreeBlock) {
+  Tier t(1000000, 4096 * MiB, 256, 128 * KiB, Q);  // 1 ms
+  char *a = t.alloc(4 * MiB), *g = t.alloc(1 * MiB);
+  memset(a, 7, 4 * MiB);
+  ASSERT_EQ(t.free(a), 0);
+  EXPECT_EQ(t.stats().quick_blocks, 1u);
+  EXPECT_GT(resident(a, 4 * MiB), 0u);
+  _hpcmem_large_decay(&t.L, _hpcmem_coarse_now_ns() + 1000000000ull, 0);
+  auto s = t.stats();
+  EXPECT_EQ(s.quick_blocks, 0u);
+  EXPECT_EQ(s.retained_bytes, 0u);
+  EXPECT_EQ(resident(a, 4 * MiB), 0u);
+  EXPECT_EQ(t.check(), 0);
+  EXPECT_EQ(t.free(g), 0);
+}
+
+TEST(_hpcmem_large_quick, NotUsedForZeroedMemory) {
+  Tier t(NEVER, 4096 * MiB, 256, 128 * KiB, Q);
+  char *a = t.alloc(1 * MiB), *g = t.alloc(1 * MiB);
+  memset(a, 0xff, 1 * MiB);
+  ASSERT_EQ(t.free(a), 0);
+  char *z = (char *)_hpcmem_large_alloc_zeroed(&t.L, 1 * MiB, 0, nullptr);
+  ASSERT_NE(z, nullptr);
+  bool zero = true;
+  for (size_t i = 0; i < 1 * MiB; i += 512) zero = zero && z[i] == 0;
+  EXPECT_TRUE(zero);
+  EXPECT_EQ(t.check(), 0);
+  EXPECT_EQ(t.free(z), 0);
+  EXPECT_EQ(t.free(g), 0);
+}
+
+TEST(_hpcmem_large_quick, OffWithImmediateDecay) {
+  Tier t(0, 4096 * MiB, 256, 128 * KiB, Q);
+  char *a = t.alloc(1 * MiB), *g = t.alloc(1 * MiB);
+  memset(a, 1, 1 * MiB);
+  ASSERT_EQ(t.free(a), 0);
+  EXPECT_EQ(t.stats().quick_blocks, 0u);
+  EXPECT_EQ(resident(a, 1 * MiB), 0u);
+  EXPECT_EQ(t.free(g), 0);
+  EXPECT_EQ(t.check(), 0);
+}
+
+TEST(_hpcmem_large_alloc, HugePagesOnlyInsideBigBlocks) {
+  if (!thp_available()) GTEST_SKIP() << "transparent huge pages disabled on this system";
+  hpcmem_large_t L;
+  hpcmem_large_config_t c = {};
+  c.reserve = 4096 * MiB;
+  c.align = 256;
+  c.min_split = 128 * KiB;
+  c.decay_ns = NEVER;
+  c.thp = 1;
+  ASSERT_EQ(_hpcmem_large_init(&L, &c), 0);
+  // the first and the last byte written: two small pages, no huge page
+  for (size_t n : {16 * MiB, 32 * MiB + 4096, 64 * MiB}) {
+    char *big = (char *)_hpcmem_large_alloc(&L, n, 0);
+    ASSERT_NE(big, nullptr);
+    big[0] = 1;
+    big[n - 1] = 1;
+    EXPECT_EQ(resident(big - 2 * MiB, n + 4 * MiB), 2u) << n;
+    // the interior still gets huge pages (where the kernel has one)
+    char *mid = (char *)(((uintptr_t)big + n / 2) & ~(uintptr_t)(2 * MiB - 1));
+    mid[100] = 1;
+    size_t r = resident(mid, 2 * MiB);
+    EXPECT_TRUE(r == 1 || r == 512) << r;
+    EXPECT_EQ(_hpcmem_large_free(&L, big, nullptr), 0);
+    _hpcmem_large_decay(&L, 0, 1);
+    EXPECT_EQ(_hpcmem_large_check(&L), 0);
+  }
+  // a small block carved where a big one had its interior: small pages again
+  char *a = (char *)_hpcmem_large_alloc(&L, 20 * MiB, 0);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(_hpcmem_large_free(&L, a, nullptr), 0);
+  _hpcmem_large_decay(&L, 0, 1);
+  char *b = (char *)_hpcmem_large_alloc(&L, 20 * MiB, 0), *d = nullptr;
+  ASSERT_EQ(b, a);
+  EXPECT_EQ(_hpcmem_large_resize(&L, b, 17 * MiB), 0);   // the tail is free again
+  d = (char *)_hpcmem_large_alloc(&L, 16 * MiB, 0);      // starts near b's end
+  ASSERT_NE(d, nullptr);
+  d[0] = 1;
+  d[16 * MiB - 1] = 1;
+  EXPECT_EQ(resident(d, 16 * MiB), 2u);
+  EXPECT_EQ(_hpcmem_large_check(&L), 0);
+  _hpcmem_large_destroy(&L);
 }

@@ -437,6 +437,25 @@ TEST(trace_flush_all, concurrent_with_recording_threads) {
   rm_rf(dir);
 }
 
+// Full buffers are written by the writer thread, in order, while the
+// recording thread goes on in its other half.
+TEST(trace_writer, writes_full_halves_in_order) {
+  std::string dir = make_tmpdir();
+  start_trace(dir, {"HPCMEM_TRACE_BUFFER=64K"});
+  auto want = record_sequence(200000, FAKE + 0x1000, 11);
+  hpcmem_trace_stats_t st;
+  _hpcmem_trace_get_stats(&st);
+  _hpcmem_trace_shutdown();
+  ReadBack rb = read_back(only_file(dir));
+  ASSERT_EQ(rb.rc, 0) << rb.error;
+  expect_same(want, rb.events);
+  ASSERT_TRUE(rb.info.flush.present);
+  EXPECT_GT(rb.info.flush.writer_blocks, 0u) << "the writer thread wrote some of the blocks";
+  EXPECT_LE(rb.info.flush.writer_blocks, rb.info.flush.blocks);
+  EXPECT_EQ(rb.info.flush.dropped, 0u);
+  rm_rf(dir);
+}
+
 // A thread's buffer is written when it exits and reused by the next thread.
 TEST(trace_thread_exit, flushes_and_recycles_the_buffer) {
   std::string dir = make_tmpdir();
@@ -724,6 +743,30 @@ TEST(trace_signals, sigkill_leaves_a_readable_file) {
   EXPECT_GT(rb.events.size(), 150000u);
   EXPECT_FALSE(rb.info.flush.present) << "no flush marker: the process never knew";
   for (size_t i = 0; i < rb.events.size(); i++) ASSERT_EQ(rb.events[i].ptr, FAKE + 0x1000 + 16 * (i % 1000000));
+  rm_rf(dir);
+}
+
+// A thread that records a little and then stops: the writer thread writes
+// its events once they are 2 s old, so SIGKILL later loses none of them.
+TEST(trace_writer, writes_old_events_of_a_quiet_thread) {
+  std::string dir = make_tmpdir();
+  pid_t pid = fork();
+  if (pid == 0) {
+    start_trace(dir, {});
+    for (int i = 0; i < 10; i++) _hpcmem_trace_event(HPCMEM_EV_MALLOC, fp(0x1000 + 16 * i), 8, nullptr, 0);
+    usleep(200000);  // the writer starts with the first event after 100 ms
+    for (int i = 10; i < 20; i++) _hpcmem_trace_event(HPCMEM_EV_MALLOC, fp(0x1000 + 16 * i), 8, nullptr, 0);
+    for (;;) pause();
+  }
+  usleep(3000000);
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  ReadBack rb = read_back(only_file(dir));
+  ASSERT_EQ(rb.rc, 0) << rb.error;
+  ASSERT_EQ(rb.events.size(), 20u);
+  for (size_t i = 0; i < rb.events.size(); i++) EXPECT_EQ(rb.events[i].ptr, FAKE + 0x1000 + 16 * i);
   rm_rf(dir);
 }
 
