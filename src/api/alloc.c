@@ -221,11 +221,18 @@ static void *alloc_slow(hpcmem_tcache_t *t, size_t n, size_t align, int zeroed) 
   unsigned cls = (n < _hpcmem_large_threshold && align <= ((size_t)1 << _hpcmem_heaps.block_shift)) ? class_for(n, align) : 0;
   if (cls) {
     hpcmem_bin_t *b = &t->bin[cls];
-    p = b->head;
-    if (p) { b->head = *(void **)p; b->count--; }
-    else if (!(p = _hpcmem_tcache_refill(t, cls))) { errno = ENOMEM; return NULL; }
+    if ((p = b->head) != NULL) {                  /* the same order as malloc's fast path */
+      b->head = *(void **)p;
+      b->count--;
+      ((uint64_t *)p)[1] = 0;                      /* not a cached object any more */
+    } else if ((p = t->edge[cls].slot) != NULL) {
+      t->edge[cls].slot = NULL;                    /* the slot's object does not carry the key */
+    } else if (t->edge[cls].nfresh) {
+      p = t->edge[cls].fresh;
+      t->edge[cls].fresh += _hpcmem_class_size[cls];
+      t->edge[cls].nfresh--;
+    } else if (!(p = _hpcmem_tcache_refill(t, cls))) { errno = ENOMEM; return NULL; }
     usable = _hpcmem_class_size[cls];
-    ((uint64_t *)p)[1] = 0;                        /* not a cached object any more */
   } else if (n < _hpcmem_large_threshold) {
     if (!(p = _hpcmem_heap_run_alloc(t->heap, n, align))) { errno = ENOMEM; return NULL; }
     usable = _hpcmem_span_of(p)->run_size;
@@ -289,18 +296,29 @@ static int free_any(hpcmem_tcache_t *t, void *p, const char *fn) {
   hpcmem_segment_t *seg;
   if (s && s->kind == HPCMEM_SPAN_SMALL) {
     if (!_hpcmem_span_is_object(s, p)) { misuse(fn, p, "pointer into the middle of a block (not returned by malloc)"); return -1; }
-    if (((uint64_t *)p)[1] == _hpcmem_free_key && is_double_free(t, s, p)) { misuse(fn, p, "double free"); return -1; }
+    hpcmem_bin_t *b = &t->bin[s->cls];
+    /* as on the fast path, p goes into an empty list's slot without being
+     * read (it cannot be on the empty list); otherwise the key is checked */
+    int mine = s->heap == t->heap_index, empty = mine && !b->count;
+    if (p == t->edge[s->cls].slot ||
+        (!empty && ((uint64_t *)p)[1] == _hpcmem_free_key && is_double_free(t, s, p))) {
+      misuse(fn, p, "double free");
+      return -1;
+    }
     t->n_free++;
     t->b_freed += s->obj_size;
-    if (s->heap != t->heap_index) {           /* another group's memory goes home, lock-free */
+    if (!mine) {                              /* another group's memory goes home, lock-free */
       _hpcmem_span_remote_free(s, p);
       t->st.remote_free_count++;
     } else {
-      hpcmem_bin_t *b = &t->bin[s->cls];
-      *(void **)p = b->head;
-      ((uint64_t *)p)[1] = _hpcmem_free_key;
-      b->head = p;
-      if (++b->count > b->max) _hpcmem_tcache_flush(t, s->cls);
+      _hpcmem_tcache_bin_start(b, s->cls);
+      if (empty) _hpcmem_tcache_put_empty(t, s->cls, p, _hpcmem_free_key);
+      else {
+        *(void **)p = b->head;
+        ((uint64_t *)p)[1] = _hpcmem_free_key;
+        b->head = p;
+        if (++b->count > b->max) _hpcmem_tcache_flush(t, s->cls);
+      }
     }
   } else if (s) {
     size_t usable = s->run_size;
@@ -373,44 +391,72 @@ EXPORT void *malloc(size_t n) {
     unsigned c = HPCMEM_LIKELY(n <= HPCMEM_TINY_MAX) ? _hpcmem_class_tiny[(n + 15) >> 4] : _hpcmem_size_class(n);
     hpcmem_bin_t *b = &t->bin[c];
     void *p = b->head;
-    if (HPCMEM_LIKELY(p != NULL && --t->sample_alloc != 0)) {
-      uint32_t size = b->size, left;
-      b->head = *(void **)p;
+    uint32_t size = b->size, left;
+    if (HPCMEM_LIKELY(p != NULL)) {
+      if (HPCMEM_UNLIKELY(--t->sample_alloc == 0)) goto slow;
+      void *next = *(void **)p;
+      b->head = next;
+      __builtin_prefetch(next, 1);             /* the next malloc's object: freed on another core, it misses */
       b->count--;
       ((uint64_t *)p)[1] = 0;                  /* not a cached object any more */
-      if (HPCMEM_UNLIKELY(__builtin_sub_overflow(t->budget_alloc, size, &left))) return settle_alloc(t, p, size);
-      t->budget_alloc = left;
-      return p;
+    } else {
+      /* an empty list: the slot's object, then a fresh one (neither was
+       * written, so there is no key to clear) */
+      hpcmem_bin_edge_t *e = &t->edge[c];
+      if ((p = e->slot) != NULL) {
+        if (HPCMEM_UNLIKELY(--t->sample_alloc == 0)) goto slow;
+        e->slot = NULL;
+      } else {
+        p = e->fresh;
+        if (HPCMEM_UNLIKELY(e->nfresh == 0) || HPCMEM_UNLIKELY(--t->sample_alloc == 0)) goto slow;
+        e->fresh += size;
+        e->nfresh--;
+      }
     }
+    if (HPCMEM_UNLIKELY(__builtin_sub_overflow(t->budget_alloc, size, &left))) return settle_alloc(t, p, size);
+    t->budget_alloc = left;
+    return p;
   }
+slow:
   return malloc_slow(n, 0, HPCMEM_EV_MALLOC);
 }
 
 /* Hit: p lies in the slice of the thread's own group heap, in a chunk of a
- * span of small objects, on an object boundary, does not carry the free key
- * (a suspected double free goes to the slow path's search) and its bin has
- * room.  The placeholder cache's slice starts at 0 with an all-zero class
- * map, so NULL and every pointer of a thread without a cache fall through. */
+ * span of small objects, on an object boundary, and goes onto the list when
+ * it does not carry the free key (a suspected double free goes to the slow
+ * path's search) and the list has room; when the list is empty, into the
+ * slot without being read (p cannot be on the empty list; a second free of
+ * the slot's object goes to the slow path).  The placeholder cache's slice starts at 0
+ * with an all-zero class map, so NULL and every pointer of a thread without
+ * a cache fall through. */
 EXPORT void free(void *p) {
   hpcmem_tcache_t *t = _hpcmem_tc;
   uintptr_t off = (uintptr_t)p - (uintptr_t)t->slice;
   if (HPCMEM_LIKELY(off < ((uintptr_t)1 << HPCMEM_SLICE_SHIFT))) {
     unsigned c = t->classmap[off >> HPCMEM_CHUNK_SHIFT];
-    uint64_t key = _hpcmem_free_key;
-    if (HPCMEM_LIKELY(_hpcmem_class_on_boundary(&_hpcmem_class_geom[c], off) && ((uint64_t *)p)[1] != key)) {
+    if (HPCMEM_LIKELY(_hpcmem_class_on_boundary(&_hpcmem_class_geom[c], off))) {
       hpcmem_bin_t *b = &t->bin[c];
-      if (HPCMEM_LIKELY(b->count < b->max && --t->sample_free != 0)) {
-        uint32_t size = b->size, left;
+      uint64_t key = _hpcmem_free_key;
+      uint32_t size = b->size, left;
+      if (HPCMEM_LIKELY(b->count != 0)) {     /* the slot is empty while the list is not */
+        if (HPCMEM_UNLIKELY(((uint64_t *)p)[1] == key) || HPCMEM_UNLIKELY(b->count >= b->max) ||
+            HPCMEM_UNLIKELY(--t->sample_free == 0))
+          goto slow;
         *(void **)p = b->head;
         ((uint64_t *)p)[1] = key;
         b->head = p;
         b->count++;
-        if (HPCMEM_UNLIKELY(__builtin_sub_overflow(t->budget_free, size, &left))) { settle_free(t, size); return; }
-        t->budget_free = left;
-        return;
+      } else {                                 /* p is not on the empty list: not read */
+        if (HPCMEM_UNLIKELY(b->max == 0) || HPCMEM_UNLIKELY(--t->sample_free == 0) ||
+            HPCMEM_UNLIKELY(_hpcmem_tcache_put_empty(t, c, p, key) < 0))
+          goto slow;
       }
+      if (HPCMEM_UNLIKELY(__builtin_sub_overflow(t->budget_free, size, &left))) { settle_free(t, size); return; }
+      t->budget_free = left;
+      return;
     }
   }
+slow:
   free_slow(p);
 }
 

@@ -210,9 +210,14 @@ static void collect_remote(hpcmem_heap_t *h) {
  * the unlock the lists are joined through their tails and only the fresh
  * objects are written (link and free key: recycled ones carry both already),
  * so objects freed by threads on other cores are first touched when malloc
- * hands them out, not here. */
+ * hands them out, not here.  When the last part taken is fresh, nothing of
+ * it is written: its first object goes to the caller, the rest stay a range
+ * the thread cache hands out by bumping a pointer, so a class's memory is
+ * first touched by the program (a malloc/free loop that does not write its
+ * object costs no page fault). */
 #define REFILL_PARTS 16
-unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, void **list, unsigned want, unsigned most) {
+unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, hpcmem_refill_t *out, unsigned want,
+                             unsigned most) {
   struct { void *head, *tail; char *fresh; unsigned n; } part[REFILL_PARTS];
   unsigned got = 0, np = 0;
   void *head = NULL, *tail = NULL;
@@ -248,11 +253,18 @@ unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, void **list, unsign
     if (!s->free && s->bump == s->capacity) partial_remove(h, s);
   }
   _hpcmem_unlock_st(&h->lock);
+  out->first = NULL;
+  out->fresh = NULL;
+  out->nfresh = 0;
   for (unsigned i = 0; i < np; i++) {
     if (part[i].head) {                       /* the chain goes in front */
       set_next(part[i].tail, head);
       if (!tail) tail = part[i].tail;
       head = part[i].head;
+    } else if (i == np - 1) {                 /* the last fresh range stays unwritten */
+      out->first = part[i].fresh;
+      out->fresh = part[i].fresh + size;
+      out->nfresh = part[i].n - 1;
     } else {
       for (unsigned k = part[i].n; k-- > 0;) {
         void *p = part[i].fresh + (size_t)k * size;
@@ -262,8 +274,30 @@ unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, void **list, unsign
       }
     }
   }
-  *list = head;
+  if (got && !out->first) {                   /* a recycled object: off the list, key cleared */
+    out->first = head;
+    head = next_of(head);
+    ((uint64_t *)out->first)[1] = 0;
+  }
+  out->list = head;
+  out->nlist = got ? got - 1 - out->nfresh : 0;
   return got;
+}
+
+int _hpcmem_heap_uncarve(char *fresh, unsigned n) {
+  hpcmem_span_t *s = _hpcmem_span_of(fresh);
+  hpcmem_heap_t *h = &_hpcmem_heaps.heap[s->heap];
+  int done = 0;
+  _hpcmem_lock_st(&h->lock);
+  if (s->start + (size_t)s->bump * s->obj_size == fresh + (size_t)n * s->obj_size) {
+    s->bump -= n;                         /* the range was the span's last carving: it is uncarved */
+    s->used -= n;
+    if (!s->in_partial) partial_push(h, s);
+    span_maybe_release(h, s);
+    done = 1;
+  }
+  _hpcmem_unlock_st(&h->lock);
+  return done;
 }
 
 void _hpcmem_span_remote_free(hpcmem_span_t *s, void *p) {

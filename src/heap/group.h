@@ -120,9 +120,20 @@ static inline int _hpcmem_class_on_boundary(const hpcmem_class_geom_t *g, uintpt
 }
 
 /* About `want` objects of class cls from heap h (more, up to `most`, when a
- * span's whole free list comes cheaper than part of it), linked through
- * their first word; returns how many (0: out of memory). */
-unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, void **list, unsigned want, unsigned most);
+ * span's whole free list comes cheaper than part of it); returns how many
+ * (0: out of memory).  One goes to first without the free key (a fresh one
+ * is not written), nlist to list, linked through their first word and
+ * carrying the key, and nfresh never-written ones lie from fresh on, one
+ * object size apart. */
+typedef struct hpcmem_refill {
+  void *first, *list;
+  char *fresh;
+  unsigned nlist, nfresh;
+} hpcmem_refill_t;
+unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, hpcmem_refill_t *out, unsigned want, unsigned most);
+/* Give back a range of n fresh objects (never written) from a refill without
+ * writing them, when nothing was carved from its span after it: 1 done, 0 not. */
+int _hpcmem_heap_uncarve(char *fresh, unsigned n);
 /* Give back n objects linked through their first word (any spans, any heaps):
  * those of heap `mine` under its lock, the others onto remote lists. */
 void _hpcmem_heap_flush(hpcmem_heap_t *mine, void *list, unsigned n, uint64_t *remote_count);

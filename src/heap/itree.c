@@ -7,24 +7,49 @@
 #define RUN_BIT 0x80u
 #define NONE_FREE(order) ((uint8_t)((order) + 1))   /* code of a node with no free block */
 
+/* Node n (1-based, children 2n and 2n+1) at level L lies in band
+ * (depth - L) / BAND, in the block of its ancestor at the band's top level
+ * Ltop; inside the block, nodes are numbered as in a tree of their own. */
+static inline hpcmem_itree_node_t *at(const hpcmem_itree_t *t, uint64_t n) {
+  unsigned level = (unsigned)(63 - __builtin_clzll(n));
+  unsigned band = (t->depth - level) / HPCMEM_ITREE_BAND;
+  int top = (int)t->depth - (int)(band * HPCMEM_ITREE_BAND + HPCMEM_ITREE_BAND - 1);
+  unsigned ltop = top > 0 ? (unsigned)top : 0, k = level - ltop;
+  uint64_t local = ((uint64_t)1 << k) | (n & (((uint64_t)1 << k) - 1));
+  uint64_t block = (n >> k) - ((uint64_t)1 << ltop);
+  return &t->node[t->band_base[band] + (block << HPCMEM_ITREE_BAND) + local];
+}
+#define CODE(t, n) (at((t), (n))->code)
+#define USED(t, n) (at((t), (n))->used)
+
 static inline unsigned node_order(const hpcmem_itree_t *t, uint64_t n) {
   return t->depth - (unsigned)(63 - __builtin_clzll(n));
 }
 /* longest free run order of node n, or -1 when nothing is free */
 static inline int longest(const hpcmem_itree_t *t, uint64_t n) {
-  return (int)node_order(t, n) - (int)(t->code[n] & ~RUN_BIT);
+  return (int)node_order(t, n) - (int)(CODE(t, n) & ~RUN_BIT);
 }
-static inline int fully_free(const hpcmem_itree_t *t, uint64_t n) { return t->code[n] == 0; }
+static inline int fully_free(const hpcmem_itree_t *t, uint64_t n) { return CODE(t, n) == 0; }
+
+/* Slots of each band (blocks of 2^BAND slots, one per node at the band's top level). */
+static size_t layout(unsigned depth, size_t *base) {
+  size_t slots = 0;
+  for (unsigned b = 0; b < HPCMEM_ITREE_MAX_BANDS; b++) {
+    int top = (int)depth - (int)(b * HPCMEM_ITREE_BAND + HPCMEM_ITREE_BAND - 1);
+    if (base) base[b] = slots;
+    if (b * HPCMEM_ITREE_BAND > depth) continue;           /* no such band */
+    slots += ((size_t)1 << (top > 0 ? top : 0)) << HPCMEM_ITREE_BAND;
+  }
+  return slots;
+}
 
 size_t _hpcmem_itree_mgmt_size(unsigned depth) {
-  size_t nodes = (size_t)2 << depth;
-  return nodes * sizeof(uint32_t) + nodes;
+  return layout(depth, NULL) * sizeof(hpcmem_itree_node_t);
 }
 
 void _hpcmem_itree_init(hpcmem_itree_t *t, void *mgmt, unsigned depth, unsigned initial_extent_order) {
-  size_t nodes = (size_t)2 << depth;
-  t->used = (uint32_t *)mgmt;
-  t->code = (uint8_t *)mgmt + nodes * sizeof(uint32_t);
+  t->node = (hpcmem_itree_node_t *)mgmt;
+  layout(depth, t->band_base);
   t->depth = depth;
   t->extent_order = initial_extent_order < depth ? initial_extent_order : depth;
   t->used_blocks = 0;
@@ -35,12 +60,12 @@ static void pull_up(hpcmem_itree_t *t, uint64_t n) {
   for (; n >= 1; n >>= 1) {
     uint64_t l = 2 * n, r = l + 1;
     unsigned ord = node_order(t, n);
-    t->used[n] = t->used[l] + t->used[r];
-    if (fully_free(t, l) && fully_free(t, r)) t->code[n] = 0;
+    USED(t, n) = USED(t, l) + USED(t, r);
+    if (fully_free(t, l) && fully_free(t, r)) CODE(t, n) = 0;
     else {
       int ll = longest(t, l), lr = longest(t, r);
       int best = ll > lr ? ll : lr;
-      t->code[n] = (uint8_t)((int)ord - best);
+      CODE(t, n) = (uint8_t)((int)ord - best);
     }
     if (n == 1) break;
   }
@@ -54,13 +79,13 @@ int64_t _hpcmem_itree_alloc(hpcmem_itree_t *t, unsigned order) {
       uint64_t n = root;
       while (node_order(t, n) > order) {
         uint64_t l = 2 * n, r = l + 1;
-        if (fully_free(t, n)) { t->code[l] = t->code[r] = 0; t->used[l] = t->used[r] = 0; }
+        if (fully_free(t, n)) { CODE(t, l) = CODE(t, r) = 0; USED(t, l) = USED(t, r) = 0; }
         int okl = longest(t, l) >= (int)order, okr = longest(t, r) >= (int)order;
         /* both fit: the side with more free space (fewer used blocks); left on a tie */
-        n = (okl && (!okr || t->used[l] <= t->used[r])) ? l : r;
+        n = (okl && (!okr || USED(t, l) <= USED(t, r))) ? l : r;
       }
-      t->code[n] = (uint8_t)(RUN_BIT | NONE_FREE(order));
-      t->used[n] = (uint32_t)1 << order;
+      CODE(t, n) = (uint8_t)(RUN_BIT | NONE_FREE(order));
+      USED(t, n) = (uint32_t)1 << order;
       t->used_blocks += (uint64_t)1 << order;
       if (n > 1) pull_up(t, n >> 1);
       return (int64_t)((n << order) - ((uint64_t)1 << t->depth));
@@ -75,7 +100,7 @@ static uint64_t find_run(const hpcmem_itree_t *t, uint64_t idx) {
   if (idx >> t->depth) return 0;
   uint64_t n = 1;
   for (unsigned level = 0;; level++) {
-    if (t->code[n] & RUN_BIT) {
+    if (CODE(t, n) & RUN_BIT) {
       unsigned ord = node_order(t, n);
       return (idx & (((uint64_t)1 << ord) - 1)) == 0 ? n : 0;  /* interior block: not a run start */
     }
@@ -93,8 +118,8 @@ int _hpcmem_itree_free(hpcmem_itree_t *t, uint64_t idx) {
   uint64_t n = find_run(t, idx);
   if (!n) return -EINVAL;
   unsigned ord = node_order(t, n);
-  t->code[n] = 0;
-  t->used[n] = 0;
+  CODE(t, n) = 0;
+  USED(t, n) = 0;
   t->used_blocks -= (uint64_t)1 << ord;
   if (n > 1) pull_up(t, n >> 1);
   return (int)ord;
@@ -103,15 +128,15 @@ int _hpcmem_itree_free(hpcmem_itree_t *t, uint64_t idx) {
 /* Returns used blocks of the subtree, or -1 after reporting a broken invariant. */
 static int64_t check_node(const hpcmem_itree_t *t, uint64_t n) {
   unsigned ord = node_order(t, n);
-  if (t->code[n] & RUN_BIT) {
-    if ((t->code[n] & ~RUN_BIT) != NONE_FREE(ord) || t->used[n] != (1u << ord)) {
-      _hpcmem_warn("itree: run node %llu has code %u used %u", (unsigned long long)n, t->code[n], t->used[n]);
+  if (CODE(t, n) & RUN_BIT) {
+    if ((CODE(t, n) & ~RUN_BIT) != NONE_FREE(ord) || USED(t, n) != (1u << ord)) {
+      _hpcmem_warn("itree: run node %llu has code %u used %u", (unsigned long long)n, CODE(t, n), USED(t, n));
       return -1;
     }
     return (int64_t)1 << ord;
   }
   if (fully_free(t, n)) {
-    if (t->used[n] != 0) { _hpcmem_warn("itree: free node %llu has used %u", (unsigned long long)n, t->used[n]); return -1; }
+    if (USED(t, n) != 0) { _hpcmem_warn("itree: free node %llu has used %u", (unsigned long long)n, USED(t, n)); return -1; }
     return 0;
   }
   if (ord == 0) { _hpcmem_warn("itree: leaf %llu in a bad state", (unsigned long long)n); return -1; }
@@ -120,9 +145,9 @@ static int64_t check_node(const hpcmem_itree_t *t, uint64_t n) {
   int ll = longest(t, 2 * n), lr = longest(t, 2 * n + 1);
   int both_free = fully_free(t, 2 * n) && fully_free(t, 2 * n + 1);
   int expect = both_free ? (int)ord : (ll > lr ? ll : lr);
-  if (t->used[n] != (uint64_t)(ul + ur) || longest(t, n) != expect) {
+  if (USED(t, n) != (uint64_t)(ul + ur) || longest(t, n) != expect) {
     _hpcmem_warn("itree: node %llu used %u (children %lld) longest %d (expected %d)", (unsigned long long)n,
-                 t->used[n], (long long)(ul + ur), longest(t, n), expect);
+                 USED(t, n), (long long)(ul + ur), longest(t, n), expect);
     return -1;
   }
   return ul + ur;

@@ -10,25 +10,37 @@
  * node it stops at as one allocation (a "data manager").  Freeing searches the
  * tree from the root along the address bits of the block index.
  *
- * All of it lives in a management area apart from the data; both arrays are
- * zero when fresh and zero means "free", so untouched parts of a huge tree
- * cost no memory.  Allocation is confined to the leftmost `extent` blocks,
- * doubled when they are full, which keeps a young heap compact.
- * Not thread-safe: the owning heap's lock protects it. */
+ * All of it lives in a management area apart from the data; zero when fresh
+ * and zero means "free", so untouched parts of a huge tree cost no memory.
+ * The nodes are stored in 4 KiB blocks, each holding a subtree of nine
+ * levels (bands counted from the leaves): a run's path from the root crosses
+ * three blocks, and a young heap touches a handful of pages of its tree
+ * instead of one page per level.  Allocation is confined to the leftmost
+ * `extent` blocks, doubled when they are full, which keeps a young heap
+ * compact.  Not thread-safe: the owning heap's lock protects it. */
 #ifndef HPCMEM_HEAP_ITREE_H
 #define HPCMEM_HEAP_ITREE_H
 #include <stddef.h>
 #include <stdint.h>
 
+#define HPCMEM_ITREE_BAND 9          /* levels per block: 511 nodes in 512 slots of 8 bytes */
+#define HPCMEM_ITREE_MAX_BANDS 8
+
+typedef struct hpcmem_itree_node {
+  uint32_t used;        /* blocks in use in the subtree */
+  uint8_t code;         /* bit 7 = allocated as one run; low bits = order - longest free order */
+  uint8_t pad_[3];
+} hpcmem_itree_node_t;
+
 typedef struct hpcmem_itree {
-  uint8_t *code;        /* per node: bit 7 = allocated as one run; low bits = order - longest free order */
-  uint32_t *used;       /* per node: blocks in use in the subtree */
-  unsigned depth;       /* leaves are at this depth; node count is 2^(depth+1) */
+  hpcmem_itree_node_t *node;
+  size_t band_base[HPCMEM_ITREE_MAX_BANDS];   /* first slot of each band (band 0 holds the leaves) */
+  unsigned depth;       /* leaves are at this depth; node count is 2^(depth+1) - 1 */
   unsigned extent_order;/* allocation confined to the first 2^extent_order blocks */
   uint64_t used_blocks;
 } hpcmem_itree_t;
 
-/* Bytes of management area for a tree over 2^depth blocks. */
+/* Bytes of management area for a tree over 2^depth blocks (depth < 8 * 9). */
 size_t _hpcmem_itree_mgmt_size(unsigned depth);
 /* mgmt must be zeroed memory of _hpcmem_itree_mgmt_size(depth) bytes. */
 void _hpcmem_itree_init(hpcmem_itree_t *t, void *mgmt, unsigned depth, unsigned initial_extent_order);

@@ -52,12 +52,21 @@ static uint32_t clamp_objects(uint32_t bytes, unsigned cls, uint32_t lo) {
 
 /* Slow start: a bin's room doubles each time it runs empty or full, up to
  * BIN_BYTES, so a class a thread uses a little costs it a page or two, not
- * a full batch of touched objects. */
+ * a full batch of touched objects.  Before that, the first refill of a
+ * class takes one object (max 0): a thread that allocates and frees one
+ * object at a time keeps it in the slot, and nothing else of the span is
+ * written. */
 static void bins_init(hpcmem_tcache_t *t) {
   for (unsigned c = 1; c < HPCMEM_NCLASSES; c++) {
-    t->bin[c].max = (uint16_t)clamp_objects(BIN_START, c, 2);
+    t->bin[c].max = 0;
     t->bin[c].size = _hpcmem_class_size[c];
   }
+}
+
+static uint16_t bin_start(unsigned cls) { return (uint16_t)clamp_objects(BIN_START, cls, 2); }
+
+void _hpcmem_tcache_bin_start(hpcmem_bin_t *b, unsigned cls) {
+  if (!b->max) b->max = bin_start(cls);
 }
 
 static void bin_grow(hpcmem_bin_t *b, unsigned cls) {
@@ -109,20 +118,27 @@ hpcmem_tcache_t *_hpcmem_tcache_get(void) {
 
 void *_hpcmem_tcache_refill(hpcmem_tcache_t *t, unsigned cls) {
   hpcmem_bin_t *b = &t->bin[cls];
-  void *list;
-  unsigned want = b->max / 2 ? b->max / 2 : 1;
-  bin_grow(b, cls);
-  unsigned most = b->max > want ? b->max : want;    /* the bin is empty: room for max */
-  unsigned got = _hpcmem_heap_refill(t->heap, cls, &list, want, most);
+  unsigned want, most;
+  if (!b->max) {                    /* first use: one object, untouched when fresh */
+    b->max = bin_start(cls);
+    want = most = 1;
+  } else {
+    want = b->max / 2 ? b->max / 2 : 1;
+    bin_grow(b, cls);
+    most = b->max > want ? b->max : want;          /* the bin is empty: room for max */
+  }
+  hpcmem_refill_t r;
+  unsigned got = _hpcmem_heap_refill(t->heap, cls, &r, want, most);
   if (!got) {   /* this group's slice is full: borrow from the other groups */
     for (unsigned i = 1; i < _hpcmem_heaps.count && !got; i++)
-      got = _hpcmem_heap_refill(&_hpcmem_heaps.heap[(t->heap->index + i) % _hpcmem_heaps.count], cls, &list, want, most);
+      got = _hpcmem_heap_refill(&_hpcmem_heaps.heap[(t->heap->index + i) % _hpcmem_heaps.count], cls, &r, want, most);
     if (!got) return NULL;
   }
-  void *p = list;
-  b->head = *(void **)p;   /* hand out the first, cache the rest */
-  b->count = (uint16_t)(b->count + got - 1);   /* the objects carry the free key (heap refill) */
-  return p;
+  b->head = r.list;             /* they carry the free key (heap refill) */
+  b->count = (uint16_t)r.nlist;
+  t->edge[cls].fresh = r.fresh;
+  t->edge[cls].nfresh = r.nfresh;
+  return r.first;
 }
 
 void _hpcmem_tcache_flush(hpcmem_tcache_t *t, unsigned cls) {
@@ -140,6 +156,22 @@ void _hpcmem_tcache_flush(hpcmem_tcache_t *t, unsigned cls) {
 void _hpcmem_tcache_flush_all(hpcmem_tcache_t *t) {
   for (unsigned c = 1; c < HPCMEM_NCLASSES; c++) {
     hpcmem_bin_t *b = &t->bin[c];
+    hpcmem_bin_edge_t *e = &t->edge[c];
+    size_t size = _hpcmem_class_size[c];
+    /* fresh objects go back unwritten when they were their span's last carving
+     * (a thread's exit would otherwise touch pages nobody used); the others and
+     * the slot's object join spans' lists, which carry keys: written now */
+    if (e->nfresh && _hpcmem_heap_uncarve(e->fresh, e->nfresh)) e->nfresh = 0;
+    for (unsigned i = 0; i <= e->nfresh; i++) {
+      void *p = i ? e->fresh + (size_t)(i - 1) * size : e->slot;
+      if (!p) continue;
+      *(void **)p = b->head;
+      ((uint64_t *)p)[1] = _hpcmem_free_key;
+      b->head = p;
+      b->count++;
+    }
+    e->slot = NULL;
+    e->nfresh = 0;
     if (!b->count) continue;
     _hpcmem_heap_flush(t->heap, b->head, b->count, &t->st.remote_free_count);
     b->head = NULL;
@@ -149,6 +181,7 @@ void _hpcmem_tcache_flush_all(hpcmem_tcache_t *t) {
 
 int _hpcmem_tcache_contains(hpcmem_tcache_t *t, unsigned cls, const void *p) {
   unsigned n = 0;
+  if (t->edge[cls].slot == p) return 1;
   for (void *q = t->bin[cls].head; q && n <= t->bin[cls].count; q = *(void **)q, n++)
     if (q == p) return 1;
   return 0;

@@ -15,11 +15,29 @@
 /* A thread publishes its live-bytes change once it drifts this far. */
 #define HPCMEM_PUBLISH_BYTES ((int64_t)64 << 10)
 
+/* A bin holds objects three ways.  A list linked through the objects' first
+ * word, each carrying the free key in its second word: what malloc and free
+ * use while a thread holds objects of the class.  When the list is empty, a
+ * slot (hpcmem_bin_edge_t) holds one freed object without writing into it or
+ * reading it, so a malloc/free loop cycles one object and never touches its
+ * memory; the slot is full only while the list is empty (the first object
+ * pushed moves it onto the list), which keeps it off the list paths.  Last,
+ * a range of fresh objects never written (from a refill), handed out by
+ * bumping a pointer: a class's memory is first touched by the program, not
+ * by the allocator.  max == 0: the class was never used by this thread (its
+ * first refill takes a single object). */
 typedef struct hpcmem_bin {
   void *head;
-  uint16_t count, max;             /* at most 512 */
+  uint16_t count, max;             /* objects on the list; max <= 512 */
   uint32_t size;                   /* the class's object size (0 in the placeholder) */
 } hpcmem_bin_t;
+
+/* What a bin holds besides its list, read only when the list is empty. */
+typedef struct hpcmem_bin_edge {
+  void *slot;                      /* NULL or one free object, not written; only while count == 0 */
+  char *fresh;                     /* next fresh object: nfresh of them, one class size apart */
+  uint32_t nfresh, pad_;
+} hpcmem_bin_edge_t;
 
 typedef struct hpcmem_tcache {
   /* first cache line: everything the malloc and free fast paths read besides
@@ -34,6 +52,7 @@ typedef struct hpcmem_tcache {
    * once, hit or not (see _hpcmem_sample_due) */
   uint32_t sample_alloc, sample_free;
   hpcmem_bin_t bin[HPCMEM_NCLASSES];
+  hpcmem_bin_edge_t edge[HPCMEM_NCLASSES];
   /* Statistics of this thread, as settled; the exact figures are
    * _hpcmem_tcache_counts().  current bytes = allocated - freed. */
   /* b_alloc and b_freed are not neighbours: the compiler would settle both
@@ -103,13 +122,35 @@ static inline void _hpcmem_tcache_set_budgets(hpcmem_tcache_t *t, int64_t drift)
 
 /* The calling thread's cache, created on first use (NULL only when out of memory). */
 hpcmem_tcache_t *_hpcmem_tcache_get(void);
-/* Refill bin cls; returns an object or NULL (out of memory). */
+/* Refill the empty bin cls (slot and list); returns an object that does not
+ * carry the free key (a fresh one is not written) or NULL (out of memory). */
 void *_hpcmem_tcache_refill(hpcmem_tcache_t *t, unsigned cls);
+/* A bin of a class never used (max 0) gets its starting room. */
+void _hpcmem_tcache_bin_start(hpcmem_bin_t *b, unsigned cls);
+/* Put p (freed, of class cls, of the thread's heap) into bin cls when its
+ * list is empty: into the empty slot without writing it, or onto the list
+ * after the slot's object.  Returns 0, or -1 when p is the slot's object (a
+ * double free). */
+static inline int _hpcmem_tcache_put_empty(hpcmem_tcache_t *t, unsigned cls, void *p, uint64_t key) {
+  hpcmem_bin_t *b = &t->bin[cls];
+  hpcmem_bin_edge_t *e = &t->edge[cls];
+  void *q = e->slot;
+  if (!q) { e->slot = p; return 0; }
+  if (q == p) return -1;
+  *(void **)q = NULL;              /* the list is empty: q ends it */
+  ((uint64_t *)q)[1] = key;
+  *(void **)p = q;
+  ((uint64_t *)p)[1] = key;
+  b->head = p;
+  b->count = 2;
+  e->slot = NULL;
+  return 0;
+}
 /* Flush half of bin cls back to the heaps. */
 void _hpcmem_tcache_flush(hpcmem_tcache_t *t, unsigned cls);
 /* Give everything back (thread exit); the cache stays usable. */
 void _hpcmem_tcache_flush_all(hpcmem_tcache_t *t);
-/* The whole-cache scan behind a suspected double free: is p in a bin of t? */
+/* The whole-bin scan behind a suspected double free: is p in t's bin cls (slot or list)? */
 int _hpcmem_tcache_contains(hpcmem_tcache_t *t, unsigned cls, const void *p);
 void _hpcmem_tcache_init_process(void);
 /* Statistics over all caches (live and exited). */

@@ -1,5 +1,5 @@
 /* Misuse on purpose, for test_misuse.sh: one kind of bad free per run.
- *   misuse KIND    KIND: interior double foreign stack interior-large double-large
+ *   misuse KIND    KIND: interior double double-slot double-list foreign stack interior-large double-large
  *                        misaligned-large realloc-foreign unallocated double-remote
  * Prints "survived" and exits 0 when the allocator let it go on.
  * double-remote (run with HPCMEM_HEAPS=2): a thread on cpu 0 allocates, one
@@ -59,6 +59,10 @@ int main(int argc, char **argv) {
   strcpy(p, "intact");
   if (!strcmp(k, "interior")) free(p + 16);
   else if (!strcmp(k, "double")) { char *q = malloc(64); free(q); free(q); }
+  /* a class of its own (60000 bytes): q goes into the empty bin's slot unread */
+  else if (!strcmp(k, "double-slot")) { char *q = malloc(60000); free(q); free(q); }
+  /* q into the slot, r moves it onto the list: the key marks it */
+  else if (!strcmp(k, "double-list")) { char *q = malloc(60000), *r = malloc(60000); free(q); free(r); free(q); }
   else if (!strcmp(k, "foreign")) free(other + 64);
   else if (!strcmp(k, "stack")) free(local);
   else if (!strcmp(k, "interior-large")) free(big + 4096);

@@ -111,5 +111,34 @@ TEST(_hpcmem_itree_check, random_operations_keep_invariants) {
 
 TEST(_hpcmem_itree_mgmt_size, grows_with_the_tree) {
   EXPECT_GT(_hpcmem_itree_mgmt_size(10), _hpcmem_itree_mgmt_size(9));
-  EXPECT_EQ(_hpcmem_itree_mgmt_size(0), 2 * (sizeof(uint32_t) + 1));
+  // nodes sit in 4 KiB blocks of nine levels: one block for a tree of up to nine levels
+  EXPECT_EQ(_hpcmem_itree_mgmt_size(0), 4096u);
+  EXPECT_EQ(_hpcmem_itree_mgmt_size(8), 4096u);
+  // depth 9: the leaves' band (levels 1..9, two blocks) and the root's
+  EXPECT_EQ(_hpcmem_itree_mgmt_size(9), 3 * 4096u);
+}
+
+// A young heap (a 16 GiB slice of 4 KiB blocks, the first 4 MiB in use) must
+// cost a few pages of tree, not one page per level (the resident set of a
+// small program counts every page written).
+TEST(_hpcmem_itree_alloc, young_tree_touches_few_pages) {
+  Tree tr(22, 10);
+  std::map<int64_t, unsigned> runs;
+  for (unsigned order = 4; order <= 6; order++)   // spans of 64 KiB .. 256 KiB
+    for (int i = 0; i < 3; i++) {
+      int64_t b = _hpcmem_itree_alloc(&tr.t, order);
+      ASSERT_GE(b, 0);
+      runs[b] = order;
+    }
+  for (int i = 0; i < 8; i++) ASSERT_GE(_hpcmem_itree_alloc(&tr.t, 0), 0);
+  ASSERT_EQ(_hpcmem_itree_free(&tr.t, (uint64_t)runs.begin()->first), (int)runs.begin()->second);
+  EXPECT_EQ(_hpcmem_itree_check(&tr.t), 0);
+  ASSERT_EQ(tr.t.extent_order, 10u);              // still within the first 4 MiB
+  size_t pages = 0;
+  for (size_t off = 0; off < tr.mem.size(); off += 4096) {
+    size_t end = off + 4096 < tr.mem.size() ? off + 4096 : tr.mem.size();
+    for (size_t i = off; i < end; i++)
+      if (tr.mem[i]) { pages++; break; }
+  }
+  EXPECT_LE(pages, 6u);   // the leaves' blocks of the first 4 MiB (4), the band above, the top
 }
