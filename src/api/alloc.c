@@ -128,15 +128,23 @@ static unsigned topo_group(int cpu) {
   return g < 0 ? 0 : (unsigned)g;
 }
 
+static void around_hwloc(int entering) {
+  if (!_hpcmem_trace_enabled) return;
+  if (entering) _hpcmem_trace_lib_enter();   /* hwloc's allocations are ours: S */
+  else _hpcmem_trace_lib_leave();
+}
+
 /* What needs a working malloc comes here, after the allocator started:
- * hwloc allocates while it loads the topology.  src/topo opens hwloc only
- * for that load, without its plugins, and closes it again (docs/footprint.md). */
+ * hwloc allocates while it loads the topology.  src/topo reads the groups
+ * from sysfs and opens hwloc only when something needs more, without its
+ * plugins, and closes it again (docs/footprint.md). */
 __attribute__((constructor(101))) static void hpcmem_constructor(void) {
   if (!_hpcmem_ready) _hpcmem_init();
   pthread_atfork(fork_prepare, fork_parent, fork_child);
-  if (_hpcmem_trace_enabled) _hpcmem_trace_lib_enter();   /* hwloc's allocations are ours: S */
-  int loaded = _hpcmem_topo_load(NULL) == 0 && _hpcmem_topo_group_count(0) > 0;
-  if (_hpcmem_trace_enabled) _hpcmem_trace_lib_leave();
+  _hpcmem_topo_hwloc_guard = around_hwloc;   /* hwloc loaded later, by whoever asks */
+  around_hwloc(1);
+  int loaded = _hpcmem_topo_start() == 0 && _hpcmem_topo_group_count(0) > 0;
+  around_hwloc(0);
   if (loaded) {
     _hpcmem_cpu_to_group = topo_group;
     if (_hpcmem_tc != &_hpcmem_tcache_none) _hpcmem_tcache_rebind(_hpcmem_tc);

@@ -6,9 +6,8 @@
  * malloc); one lock guards it.  Every placed allocation is its own range
  * from _hpcmem_prim_reserve, so binding it never touches the heaps.
  *
- * get_mempolicy and move_pages (libnuma's numaif.h) are called here
- * directly: they only ask the kernel about pages, they do not map memory.
- * mbind goes through _hpcmem_prim_bind. */
+ * The kernel's NUMA calls go through src/prim (mbind, and get_mempolicy /
+ * move_pages to ask where pages are); numaif.h gives only the constants. */
 #include "config.h"
 #include "place/place.h"
 #include "prim/prim.h"
@@ -182,7 +181,7 @@ static uint64_t resident_bytes(char *p, uint64_t len) {
   for (uint64_t off = 0; off < len;) {
     unsigned long k = 0;
     for (; k < 256 && off < len; k++, off += page) pages[k] = p + off;
-    if (move_pages(0, k, pages, NULL, status, 0) != 0) return 0;
+    if (_hpcmem_prim_page_nodes(pages, k, status) != 0) return 0;
     for (unsigned long i = 0; i < k; i++)
       if (status[i] >= 0) res += page;
   }
@@ -449,11 +448,13 @@ int _hpcmem_place_where(const void *p, size_t len, hpcmem_where_t *out, int max)
       char *addr = rec->base + a;
       int mode = 0;
       unsigned long km[2] = {0, 0};
-      w->kernel_policy = get_mempolicy(&mode, km, 65, addr, MPOL_F_ADDR) == 0 ? mode : -errno;
+      int pr = _hpcmem_prim_policy_of(addr, &mode, km, 65);
+      w->kernel_policy = pr == 0 ? mode : pr;
       w->kernel_nodes = km[0];
       void *pg = (void *)((uintptr_t)addr & ~(uintptr_t)(page - 1));
       int st = -ENOENT;
-      w->page_node = move_pages(0, 1, &pg, NULL, &st, 0) == 0 ? st : -errno;
+      pr = _hpcmem_prim_page_nodes(&pg, 1, &st);
+      w->page_node = pr == 0 ? st : pr;
     }
     k++;
     if (rec->state == HPCMEM_PLACE_PENDING) break;

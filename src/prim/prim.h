@@ -27,6 +27,12 @@ int _hpcmem_prim_mems_allowed(unsigned long *nodemask, unsigned long maxnode);
 /* Bind (MPOL_BIND or MPOL_PREFERRED) / migrate (move != 0); 0 or -errno. */
 int _hpcmem_prim_bind(void *p, size_t size, int mode, const unsigned long *nodemask,
                       unsigned long maxnode, int move);
+/* The policy of the page at addr (get_mempolicy MPOL_F_ADDR): its mode and
+ * nodes (maxnode bits); 0 or -errno. */
+int _hpcmem_prim_policy_of(void *addr, int *mode, unsigned long *nodemask, unsigned long maxnode);
+/* Where each page is (move_pages without moving): status[i] = its node, or
+ * -errno for a page without memory; 0 or -errno. */
+int _hpcmem_prim_page_nodes(void **pages, unsigned long count, int *status);
 size_t _hpcmem_prim_page_size(void);
 
 /* Node-shared memory (the shared segment).  A file of `size` bytes is made

@@ -1,15 +1,24 @@
 /* Topology (see topo.h).  Everything hwloc tells us is copied once into the
  * static tables below, so that the allocator's queries never call hwloc.
  *
- * libhpcmem does not link hwloc: _hpcmem_topo_load() opens it with dlopen,
- * reads the topology into the tables, destroys it and closes the library
- * again.  A program that does not use hwloc itself thus does not keep
- * libhwloc, libudev and libm resident (0.8 MiB), and hwloc's plugins (PCI,
- * OpenCL, GL with libX11 and libxcb; 0.6 MiB) are not loaded at all: the
- * tables need NUMA nodes, cpus, caches and memory attributes, which hwloc's
- * core finds without them.  docs/footprint.md has the figures. */
+ * At start the thread groups need only cpus, caches and NUMA nodes, which
+ * sysfs.c reads from Linux sysfs without the heap or stdio.  hwloc is opened
+ * (dlopen) only when something needs more -- node sizes and memory kinds
+ * for placement, contiguous regions and the summary, cores and cache sizes,
+ * or a topology file / hwloc environment named at start -- reads the
+ * topology into the tables, and is destroyed and closed again.  A program
+ * that needs none of that never maps libhwloc, libudev or libm (0.8 MiB,
+ * and half a MiB of peak RSS while it reads), and hwloc's plugins (PCI,
+ * OpenCL, GL with libX11 and libxcb; 0.6 MiB) are never loaded: the tables
+ * need NUMA nodes, cpus, caches and memory attributes, which hwloc's core
+ * finds without them.  docs/footprint.md has the figures.
+ *
+ * Both readers fill one neutral description (machine.h) from which one code
+ * path computes cpu -> node and the groups, so they agree. */
 #include "config.h"
 #include "topo/topo.h"
+#include "topo/machine.h"
+#include "util/lock.h"
 #include "util/log.h"
 #include "util/options.h"
 #include <ctype.h>
@@ -25,41 +34,61 @@
 #endif
 
 #define ULONG_BITS (8 * (int)sizeof(unsigned long))
-#define TOPO_LEVELS 10   /* candidate levels for thread groups (levels[] below) */
 
 typedef struct {
   int loaded;
-  char source[HPCMEM_OPT_STR_MAX + 16];
   int nnodes;
-  hpcmem_numa_info_t node[HPCMEM_TOPO_MAX_NODES];  /* ascending OS index */
-  int ncpus;                                       /* PUs in pu_order */
+  int ncpus;                                       /* cpus in topology order (C[].order) */
   int cpu_limit;                                   /* largest OS cpu number + 1 */
-  int16_t pu_order[HPCMEM_TOPO_MAX_CPUS];          /* OS cpu numbers, topology order */
-  int16_t cpu_numa[HPCMEM_TOPO_MAX_CPUS];          /* OS node index; -1: no such cpu */
-  int16_t cpu_group[HPCMEM_TOPO_MAX_CPUS];         /* -1: no such cpu */
   int ngroups;
   const char *group_level;
   int ncores;
   uint64_t cache_size[6];                          /* by level 1..5 */
   int cache_line;
-  int from_hwloc;                                  /* node_cpus and the levels below are filled */
+  int have_node_cpus;                              /* node_cpus is filled */
+  int have_levels;                                 /* C[].lead and the level counts are filled */
+  int full;                                        /* hwloc's details are in (or cannot be had) */
   int level_width[TOPO_LEVELS];                    /* objects holding cpus, per level */
   int level_groups[TOPO_LEVELS];                   /* groups when the groups follow that level */
 #ifdef HAVE_HWLOC
   hwloc_topology_t topo;                           /* only while loading */
+#endif
+  char sysfs_root[256];                            /* where sysfs was read ("" when it was not) */
+  char source[HPCMEM_OPT_STR_MAX + 16];
+  hpcmem_numa_info_t node[HPCMEM_TOPO_MAX_NODES];  /* ascending OS index; the used ones follow the above */
+#ifdef HAVE_HWLOC
   hwloc_obj_t node_obj[HPCMEM_TOPO_MAX_NODES];     /* only while loading */
 #endif
 } topo_t;
+
+/* Per cpu, one row: the cpu at this position in topology order, and this
+ * cpu's node, group and the leaders of the objects holding it (machine.h).
+ * One row per cpu keeps a small machine's tables on one page.  Node and
+ * group are +1-biased (0: no such cpu), so that the zeroed .bss already
+ * says "no cpu" and a reset clears only the rows of the cpus it had. */
+typedef struct {
+  int16_t order;                                   /* OS cpu number */
+  uint16_t numa1;                                  /* OS node index + 1 */
+  uint16_t group1;                                 /* group + 1 */
+  int16_t lead[TOPO_LEVELS];
+} cpu_row_t;
+static cpu_row_t C[HPCMEM_TOPO_MAX_CPUS];
+
+#define NUMA_OF(c) ((int)C[c].numa1 - 1)
+#define GROUP_OF(c) ((int)C[c].group1 - 1)
+#define SET_NUMA(c, v) (C[c].numa1 = (uint16_t)((v) + 1))
+#define SET_GROUP(c, v) (C[c].group1 = (uint16_t)((v) + 1))
 
 /* Zero-initialised: before a load this is a one-node, one-group machine
  * (the accessors below special-case !loaded). */
 static topo_t T;
 
-/* The cpus of each node (bit = OS cpu number) and each cpu's group at every
- * level, copied from hwloc's cpusets.  Large, but in .bss: only the rows of
- * the nodes and cpus that exist are ever touched (one page on a laptop). */
+/* The cpus of each node (bit = OS cpu number).  Large, but in .bss: only
+ * the rows of the nodes that exist are ever touched. */
 static unsigned long node_cpus[HPCMEM_TOPO_MAX_NODES][HPCMEM_TOPO_MAX_CPUS / ULONG_BITS];
-static int16_t level_group[HPCMEM_TOPO_MAX_CPUS][TOPO_LEVELS];
+
+/* hwloc's details, loaded at their first use (see need_full below). */
+static void need_full(void);
 
 /* ------------------------------------------------------------------ */
 /* Kinds                                                                */
@@ -241,13 +270,16 @@ const char *_hpcmem_topo_source(void) { return T.loaded ? T.source : "not loaded
 int _hpcmem_topo_numa_count(void) { return T.loaded ? T.nnodes : 1; }
 int _hpcmem_topo_cpu_count(void) { return T.loaded ? T.ncpus : 1; }
 int _hpcmem_topo_cpu_limit(void) { return T.loaded ? T.cpu_limit : 1; }
-int _hpcmem_topo_core_count(void) { return T.loaded ? T.ncores : 0; }
-uint64_t _hpcmem_topo_cache_size(int level) { return level >= 1 && level <= 5 ? T.cache_size[level] : 0; }
-int _hpcmem_topo_cache_line(void) { return T.cache_line > 0 ? T.cache_line : 64; }
+int _hpcmem_topo_core_count(void) { need_full(); return T.loaded ? T.ncores : 0; }
+uint64_t _hpcmem_topo_cache_size(int level) { need_full(); return level >= 1 && level <= 5 ? T.cache_size[level] : 0; }
+int _hpcmem_topo_cache_line(void) { need_full(); return T.cache_line > 0 ? T.cache_line : 64; }
+int _hpcmem_topo_detailed(void) { return T.loaded && __atomic_load_n(&T.full, __ATOMIC_ACQUIRE); }
+int _hpcmem_topo_cpu_at(int i) { return T.loaded && i >= 0 && i < T.ncpus ? C[i].order : -EINVAL; }
 const char *_hpcmem_topo_group_level(void) { return T.group_level ? T.group_level : "none (not loaded)"; }
 
 int _hpcmem_topo_numa_info(int node, hpcmem_numa_info_t *out) {
   if (!out || node < 0 || node >= _hpcmem_topo_numa_count()) return -EINVAL;
+  need_full();
   if (T.loaded) {
     *out = T.node[node];
   } else {
@@ -267,14 +299,14 @@ int _hpcmem_topo_numa_lookup(int os_index) {
 int _hpcmem_topo_cpu_numa(int cpu) {
   if (cpu < 0) return -EINVAL;
   if (!T.loaded) return 0;
-  if (cpu >= HPCMEM_TOPO_MAX_CPUS || T.cpu_numa[cpu] < 0) return -ENODEV;
-  return T.cpu_numa[cpu];
+  if (cpu >= HPCMEM_TOPO_MAX_CPUS || NUMA_OF(cpu) < 0) return -ENODEV;
+  return NUMA_OF(cpu);
 }
 
 int _hpcmem_topo_cpu_group(int cpu) {
   if (cpu < 0) return -EINVAL;
   int n = T.ngroups > 0 ? T.ngroups : 1;
-  if (T.loaded && cpu < HPCMEM_TOPO_MAX_CPUS && T.cpu_group[cpu] >= 0) return T.cpu_group[cpu];
+  if (T.loaded && cpu < HPCMEM_TOPO_MAX_CPUS && GROUP_OF(cpu) >= 0) return GROUP_OF(cpu);
   return cpu % n;
 }
 
@@ -283,7 +315,7 @@ int _hpcmem_topo_group_numa(int group) {
   if (group < 0 || group >= n) return -EINVAL;
   if (!T.loaded) return 0;
   for (int i = 0; i < T.ncpus; i++)
-    if (T.cpu_group[T.pu_order[i]] == group) return _hpcmem_topo_cpu_numa(T.pu_order[i]);
+    if (GROUP_OF(C[i].order) == group) return _hpcmem_topo_cpu_numa(C[i].order);
   return -ENODEV;
 }
 
@@ -429,7 +461,7 @@ int _hpcmem_topo_classes(hpcmem_mem_class_t *out, int max) {
 
 /* Is cpu one of node i's cpus? */
 static int node_has_cpu(int i, int cpu) {
-  if (T.from_hwloc) return cpu < HPCMEM_TOPO_MAX_CPUS && mask_isset(node_cpus[i], cpu);
+  if (T.have_node_cpus) return cpu < HPCMEM_TOPO_MAX_CPUS && mask_isset(node_cpus[i], cpu);
   return T.nnodes == 1 && cpu < T.cpu_limit;
 }
 
@@ -456,6 +488,7 @@ int _hpcmem_topo_local_nodes(int cpu, hpcmem_mem_kind_t kind, unsigned long *mas
 /* Loading                                                              */
 
 static void reset_tables(void) {
+  for (int i = 0; i < T.ncpus; i++) C[C[i].order].numa1 = C[C[i].order].group1 = 0;
   T.loaded = 0;
   T.nnodes = 0;
   T.ncpus = 0;
@@ -465,22 +498,24 @@ static void reset_tables(void) {
   T.ncores = 0;
   memset(T.cache_size, 0, sizeof T.cache_size);
   T.cache_line = 0;
-  T.from_hwloc = 0;
-  for (int i = 0; i < HPCMEM_TOPO_MAX_CPUS; i++) T.cpu_numa[i] = T.cpu_group[i] = -1;
+  T.have_node_cpus = 0;
+  T.have_levels = 0;
+  T.full = 0;
+  T.sysfs_root[0] = 0;
 }
 
 static void add_cpu(int os) {
   if (os >= HPCMEM_TOPO_MAX_CPUS) return;
-  T.pu_order[T.ncpus++] = (int16_t)os;
+  C[T.ncpus++].order = (int16_t)os;
   if (os + 1 > T.cpu_limit) T.cpu_limit = os + 1;
+  for (int lv = 0; lv < TOPO_LEVELS; lv++) C[os].lead[lv] = -1;
 }
 
-#ifdef HAVE_HWLOC
 /* Node for each cpu: the narrowest node holding it, DRAM before other kinds
  * at equal width (a KNL cluster's cpus belong to its DRAM, not its MCDRAM). */
 static void map_cpus_to_nodes(void) {
   for (int c = 0; c < T.ncpus; c++) {
-    int cpu = T.pu_order[c], best = -1;
+    int cpu = C[c].order, best = -1;
     for (int i = 0; i < T.nnodes; i++) {
       if (node_has_cpu(i, cpu) <= 0) continue;
       if (best < 0 || T.node[i].cpu_count < T.node[best].cpu_count ||
@@ -489,122 +524,192 @@ static void map_cpus_to_nodes(void) {
         best = i;
     }
     if (best < 0 && T.nnodes > 0) best = 0;  /* a cpu no node claims: keep it usable */
-    T.cpu_numa[cpu] = best < 0 ? -1 : (int16_t)T.node[best].os_index;
+    SET_NUMA(cpu, best < 0 ? -1 : T.node[best].os_index);
   }
 }
-#endif
 
 /* HPCMEM_HEAPS groups: deal the cpus out in topology order. */
 static void groups_by_count(int count) {
   for (int i = 0; i < T.ncpus; i++)
-    T.cpu_group[T.pu_order[i]] = (int16_t)((long)i * count / (T.ncpus ? T.ncpus : 1));
+    SET_GROUP(C[i].order, (long)i * count / (T.ncpus ? T.ncpus : 1));
   T.ngroups = count;
   T.group_level = "HPCMEM_HEAPS";
 }
 
-#ifdef HAVE_HWLOC
+static void copy_str(char *dst, size_t len, const char *src) {
+  size_t n = src ? strlen(src) : 0;
+  if (n >= len) n = len - 1;
+  if (n) memcpy(dst, src, n);
+  dst[n] = 0;
+}
 
-/* Candidate levels for groups, finest first. */
-static const struct {
-  hwloc_obj_type_t type;
-  const char *name;
-} levels[] = {
-    {HWLOC_OBJ_PU, "cpu"},           {HWLOC_OBJ_CORE, "core"},        {HWLOC_OBJ_L1CACHE, "L1 cache"},
-    {HWLOC_OBJ_L2CACHE, "L2 cache"}, {HWLOC_OBJ_L3CACHE, "L3 cache"}, {HWLOC_OBJ_L4CACHE, "L4 cache"},
-    {HWLOC_OBJ_L5CACHE, "L5 cache"}, {HWLOC_OBJ_NUMANODE, "NUMA node"}, {HWLOC_OBJ_PACKAGE, "package"},
-    {HWLOC_OBJ_MACHINE, "machine"},
+/* ------------------------------------------------------------------ */
+/* Thread groups from the neutral description (machine.h)               */
+
+static const char *const level_name[TOPO_LEVELS] = {
+    "cpu", "core", "L1 cache", "L2 cache", "L3 cache", "L4 cache", "L5 cache", "NUMA node", "package", "machine",
 };
-#define NLEVELS ((int)(sizeof levels / sizeof levels[0]))
-_Static_assert(NLEVELS == TOPO_LEVELS, "TOPO_LEVELS counts levels[]");
 
-/* Does NUMA node o stand for no locality of its own: it shares its cpus with
- * an earlier node (DRAM and MCDRAM of one KNL cluster), or it spans other
- * nodes' cpus (memory attached to a whole package or machine, like CXL)? */
-static int numa_covered(hwloc_obj_t o) {
-  for (hwloc_obj_t e = hwloc_get_next_obj_by_type(T.topo, HWLOC_OBJ_NUMANODE, NULL); e;
-       e = hwloc_get_next_obj_by_type(T.topo, HWLOC_OBJ_NUMANODE, e)) {
-    if (e == o || !e->cpuset || hwloc_bitmap_iszero(e->cpuset)) continue;
-    if (hwloc_bitmap_isequal(e->cpuset, o->cpuset) ? e->logical_index < o->logical_index
-                                                   : hwloc_bitmap_isincluded(e->cpuset, o->cpuset))
-      return 1;
+/* The levels no reader sets: a cpu is its own leader, the machine's leader
+ * is its smallest cpu, a NUMA node's the smallest of the cpus mapped to it. */
+static int node_pos(int os_index) {
+  for (int i = 0; i < T.nnodes; i++)
+    if (T.node[i].os_index == os_index) return i;
+  return -1;
+}
+
+static void derived_leads(void) {
+  int16_t first[HPCMEM_TOPO_MAX_NODES];
+  int all = -1;
+  for (int i = 0; i < T.nnodes; i++) first[i] = -1;
+  for (int i = 0; i < T.ncpus; i++) {
+    int c = C[i].order, pos = NUMA_OF(c) >= 0 ? node_pos(NUMA_OF(c)) : -1;
+    if (all < 0 || c < all) all = c;
+    if (pos >= 0 && (first[pos] < 0 || c < first[pos])) first[pos] = (int16_t)c;
   }
-  return 0;
-}
-
-/* Objects of a level that hold cpus, NUMA nodes once per locality. */
-static int level_next(hwloc_obj_type_t type, hwloc_obj_t prev, hwloc_obj_t *out) {
-  for (hwloc_obj_t o = hwloc_get_next_obj_by_type(T.topo, type, prev); o;
-       o = hwloc_get_next_obj_by_type(T.topo, type, o)) {
-    if (!o->cpuset || hwloc_bitmap_iszero(o->cpuset)) continue;
-    if (type == HWLOC_OBJ_NUMANODE && numa_covered(o)) continue;
-    *out = o;
-    return 1;
+  for (int i = 0; i < T.ncpus; i++) {
+    int c = C[i].order, pos = NUMA_OF(c) >= 0 ? node_pos(NUMA_OF(c)) : -1;
+    C[c].lead[TOPO_LV_PU] = (int16_t)c;
+    C[c].lead[TOPO_LV_NUMA] = pos >= 0 ? first[pos] : -1;
+    C[c].lead[TOPO_LV_MACHINE] = (int16_t)all;
   }
-  return 0;
 }
 
-static int level_width(hwloc_obj_type_t type) {
-  int n = 0;
-  for (hwloc_obj_t o = NULL; level_next(type, o, &o);) n++;
-  return n;
+/* hwloc's PU order: depth first, siblings by their first cpu -- the same
+ * as ordering the cpus by their leaders from the package down. */
+static int cpu_before(int a, int b) {
+  static const int8_t order[] = {TOPO_LV_PACKAGE, TOPO_LV_NUMA, TOPO_LV_L5, TOPO_LV_L5 - 1, TOPO_LV_L5 - 2,
+                                 TOPO_LV_L5 - 3,  TOPO_LV_L1,   TOPO_LV_CORE};
+  for (size_t k = 0; k < sizeof order; k++)
+    if (C[a].lead[order[k]] != C[b].lead[order[k]]) return C[a].lead[order[k]] < C[b].lead[order[k]];
+  return a < b;
 }
 
-/* Groups = the objects of one level; a cpu goes to the first object holding
- * it.  Worked out for every level while the topology is loaded
- * (level_group[][lv], T.level_groups[lv]), picked by groups_by_level(). */
-static void read_level(int lv) {
-  int g = 0;
-  for (int i = 0; i < T.ncpus; i++) level_group[T.pu_order[i]][lv] = -1;
-  for (hwloc_obj_t o = NULL; level_next(levels[lv].type, o, &o);) {
-    int used = 0;
-    int cpu;
-    hwloc_bitmap_foreach_begin(cpu, o->cpuset) {
-      if (cpu < HPCMEM_TOPO_MAX_CPUS && T.cpu_numa[cpu] >= 0 && level_group[cpu][lv] < 0) {
-        level_group[cpu][lv] = (int16_t)g;
-        used = 1;
-      }
+static void sort_cpus(void) {   /* Shell sort: no heap, and nearly sorted input is cheap */
+  for (int gap = T.ncpus / 2; gap > 0; gap /= 2)
+    for (int i = gap; i < T.ncpus; i++) {
+      int16_t c = C[i].order;
+      int j = i;
+      for (; j >= gap && cpu_before(c, C[j - gap].order); j -= gap) C[j].order = C[j - gap].order;
+      C[j].order = c;
     }
-    hwloc_bitmap_foreach_end();
-    g += used;
+}
+
+/* Objects holding cpus per level (a cpu that leads its object counts it);
+ * cpus outside every object of a level share one more group. */
+static void count_levels(void) {
+  for (int lv = 0; lv < TOPO_LEVELS; lv++) {
+    int width = 0, stray = 0;
+    for (int i = 0; i < T.ncpus; i++) {
+      int c = C[i].order;
+      if (C[c].lead[lv] == c) width++;
+      else if (C[c].lead[lv] < 0) stray = 1;
+    }
+    T.level_width[lv] = width;
+    T.level_groups[lv] = width + stray > 0 ? width + stray : 1;
   }
-  int stray = 0;  /* cpus outside every object of the level share one more group */
-  for (int i = 0; i < T.ncpus; i++)
-    if (level_group[T.pu_order[i]][lv] < 0) { level_group[T.pu_order[i]][lv] = (int16_t)g; stray = 1; }
-  T.level_groups[lv] = g + stray > 0 ? g + stray : 1;
-  T.level_width[lv] = level_width(levels[lv].type);
 }
 
-static void read_levels(void) {
-  for (int lv = 0; lv < NLEVELS; lv++) read_level(lv);
-}
-
+/* Groups = the objects of one level, numbered in topology order. */
 static void groups_by_level(int lv) {
-  for (int i = 0; i < T.ncpus; i++) T.cpu_group[T.pu_order[i]] = level_group[T.pu_order[i]][lv];
-  T.ngroups = T.level_groups[lv];
-  T.group_level = levels[lv].name;
-}
-
-static int level_index(hwloc_obj_type_t type) {
-  for (int i = 0; i < NLEVELS; i++)
-    if (levels[i].type == type) return i;
-  return NLEVELS - 1;
+  int g = 0, stray = 0;
+  for (int i = 0; i < T.ncpus; i++) SET_GROUP(C[i].order, -1);
+  for (int i = 0; i < T.ncpus; i++) {
+    int c = C[i].order, l = C[c].lead[lv];
+    if (l < 0 || l >= HPCMEM_TOPO_MAX_CPUS || NUMA_OF(l) < 0) { stray = 1; continue; }
+    if (GROUP_OF(l) < 0) SET_GROUP(l, g++);
+    SET_GROUP(c, GROUP_OF(l));
+  }
+  for (int i = 0; i < T.ncpus; i++)
+    if (GROUP_OF(C[i].order) < 0) SET_GROUP(C[i].order, g);
+  T.ngroups = g + stray > 0 ? g + stray : 1;
+  T.group_level = level_name[lv];
 }
 
 static void build_groups(int hint) {
   const int *width = T.level_width;
   if (hint > 0) {
     /* finest level (most objects) whose objects average at least hint cpus */
-    int pick = level_index(HWLOC_OBJ_MACHINE);
-    for (int i = 0; i < NLEVELS; i++)
+    int pick = TOPO_LV_MACHINE;
+    for (int i = 0; i < TOPO_LEVELS; i++)
       if (width[i] > 0 && T.ncpus >= (long)hint * width[i] && width[i] > width[pick]) pick = i;
     groups_by_level(pick);
     return;
   }
   int llc = -1;
-  for (int i = level_index(HWLOC_OBJ_L5CACHE); i >= level_index(HWLOC_OBJ_L1CACHE); i--)
+  for (int i = TOPO_LV_L5; i >= TOPO_LV_L1; i--)
     if (width[i] > 0) { llc = i; break; }
-  int numa = level_index(HWLOC_OBJ_NUMANODE);
-  groups_by_level(llc < 0 || width[numa] > width[llc] ? numa : llc);
+  groups_by_level(llc < 0 || width[TOPO_LV_NUMA] > width[llc] ? TOPO_LV_NUMA : llc);
+}
+
+void _hpcmem_topo_desc_reset(void) { _hpcmem_topo_unload(); }
+
+int _hpcmem_topo_desc_node(int os_index, const unsigned long *cpus) {
+  if (os_index < 0 || os_index >= HPCMEM_TOPO_MAX_NODE_OS || T.nnodes == HPCMEM_TOPO_MAX_NODES) return -ENOSPC;
+  int at = T.nnodes++;  /* insertion sort by OS index */
+  for (; at > 0 && T.node[at - 1].os_index > os_index; at--) {
+    T.node[at] = T.node[at - 1];
+    memcpy(node_cpus[at], node_cpus[at - 1], sizeof node_cpus[at]);
+  }
+  hpcmem_numa_info_t *n = &T.node[at];
+  memset(n, 0, sizeof *n);
+  n->os_index = os_index;
+  memcpy(node_cpus[at], cpus, sizeof node_cpus[at]);
+  for (size_t i = 0; i < sizeof node_cpus[at] / sizeof node_cpus[at][0]; i++)
+    n->cpu_count += __builtin_popcountl(cpus[i]);
+  if (n->cpu_count) _hpcmem_topo_nodeset_format(cpus, HPCMEM_TOPO_MAX_CPUS, n->cpus, sizeof n->cpus);
+  T.have_node_cpus = 1;
+  return 0;
+}
+
+void _hpcmem_topo_desc_cpu(int os) { add_cpu(os); }
+
+void _hpcmem_topo_desc_lead(int cpu, int level, int leader) {
+  if (cpu < 0 || cpu >= HPCMEM_TOPO_MAX_CPUS || level < 0 || level >= TOPO_LEVELS) return;
+  C[cpu].lead[level] = (int16_t)(leader >= 0 && leader < HPCMEM_TOPO_MAX_CPUS ? leader : -1);
+}
+
+int _hpcmem_topo_desc_get_lead(int cpu, int level) {
+  if (cpu < 0 || cpu >= HPCMEM_TOPO_MAX_CPUS || level < 0 || level >= TOPO_LEVELS) return -1;
+  return C[cpu].lead[level];
+}
+
+void _hpcmem_topo_desc_finish(const char *source, int sort) {
+  map_cpus_to_nodes();
+  derived_leads();
+  if (sort) sort_cpus();
+  count_levels();
+  if (source) snprintf(T.source, sizeof T.source, "%s", source);
+  T.have_levels = 1;
+  T.loaded = 1;
+  build_groups(0);
+}
+
+#ifdef HAVE_HWLOC
+
+/* The hwloc objects of each level a reader sets (machine.h). */
+static const hwloc_obj_type_t level_type[TOPO_LEVELS] = {
+    HWLOC_OBJ_PU,       HWLOC_OBJ_CORE,     HWLOC_OBJ_L1CACHE, HWLOC_OBJ_L2CACHE, HWLOC_OBJ_L3CACHE,
+    HWLOC_OBJ_L4CACHE,  HWLOC_OBJ_L5CACHE,  HWLOC_OBJ_NUMANODE, HWLOC_OBJ_PACKAGE, HWLOC_OBJ_MACHINE,
+};
+
+/* Leaders from hwloc's objects: a cpu belongs to the first object holding
+ * it; an object's leader is its smallest cpu not taken by an earlier one. */
+static void read_levels(void) {
+  for (int lv = TOPO_LV_CORE; lv < TOPO_LEVELS; lv++) {
+    if (lv == TOPO_LV_NUMA || lv == TOPO_LV_MACHINE) continue;
+    for (hwloc_obj_t o = NULL; (o = hwloc_get_next_obj_by_type(T.topo, level_type[lv], o));) {
+      if (!o->cpuset) continue;
+      int first = -1, cpu;
+      hwloc_bitmap_foreach_begin(cpu, o->cpuset) {
+        if (cpu >= HPCMEM_TOPO_MAX_CPUS) break;
+        if (NUMA_OF(cpu) < 0 || C[cpu].lead[lv] >= 0) continue;
+        if (first < 0) first = cpu;
+        C[cpu].lead[lv] = (int16_t)first;
+      }
+      hwloc_bitmap_foreach_end();
+    }
+  }
 }
 
 /* Bandwidth or latency from the node's own cpus; else from the initiator
@@ -683,11 +788,17 @@ static void classify_nodes(void) {
   }
 }
 
-static void copy_str(char *dst, size_t len, const char *src) {
-  size_t n = src ? strlen(src) : 0;
-  if (n >= len) n = len - 1;
-  if (n) memcpy(dst, src, n);
-  dst[n] = 0;
+/* What hwloc knows of a node beyond its cpus. */
+static void node_attrs(hpcmem_numa_info_t *n, hwloc_obj_t o) {
+  n->os_index = (int)o->os_index;
+  n->capacity = o->attr ? o->attr->numanode.local_memory : 0;
+  n->cpu_count = o->cpuset ? hwloc_bitmap_weight(o->cpuset) : 0;
+  if (n->cpu_count < 0) n->cpu_count = 0;
+  if (n->cpu_count && hwloc_bitmap_list_snprintf(n->cpus, sizeof n->cpus, o->cpuset) >= (int)sizeof n->cpus)
+    strcpy(n->cpus + sizeof n->cpus - 4, "...");
+  copy_str(n->subtype, sizeof n->subtype, o->subtype);
+  n->bandwidth = node_memattr(HWLOC_MEMATTR_ID_BANDWIDTH, o);
+  n->latency = node_memattr(HWLOC_MEMATTR_ID_LATENCY, o);
 }
 
 static void read_nodes(void) {
@@ -707,18 +818,9 @@ static void read_nodes(void) {
       T.node_obj[at] = T.node_obj[at - 1];
       at--;
     }
-    hpcmem_numa_info_t *n = &T.node[at];
-    memset(n, 0, sizeof *n);
+    memset(&T.node[at], 0, sizeof T.node[at]);
     T.node_obj[at] = o;
-    n->os_index = (int)o->os_index;
-    n->capacity = o->attr ? o->attr->numanode.local_memory : 0;
-    n->cpu_count = o->cpuset ? hwloc_bitmap_weight(o->cpuset) : 0;
-    if (n->cpu_count < 0) n->cpu_count = 0;
-    if (n->cpu_count && hwloc_bitmap_list_snprintf(n->cpus, sizeof n->cpus, o->cpuset) >= (int)sizeof n->cpus)
-      strcpy(n->cpus + sizeof n->cpus - 4, "...");
-    copy_str(n->subtype, sizeof n->subtype, o->subtype);
-    n->bandwidth = node_memattr(HWLOC_MEMATTR_ID_BANDWIDTH, o);
-    n->latency = node_memattr(HWLOC_MEMATTR_ID_LATENCY, o);
+    node_attrs(&T.node[at], o);
   }
   for (int i = 0; i < T.nnodes; i++) {   /* the cpusets, kept after hwloc is gone */
     memset(node_cpus[i], 0, sizeof node_cpus[i]);
@@ -731,7 +833,7 @@ static void read_nodes(void) {
       hwloc_bitmap_foreach_end();
     }
   }
-  T.from_hwloc = 1;
+  T.have_node_cpus = 1;
   classify_nodes();
 }
 
@@ -760,7 +862,7 @@ static void read_cpus(void) {
     }
     add_cpu((int)pu->os_index);
   }
-  map_cpus_to_nodes();
+  map_cpus_to_nodes();   /* read_levels() needs it */
 }
 
 /* Read at least one byte: open() alone accepts directories and empty files. */
@@ -910,11 +1012,69 @@ int _hpcmem_topo_load(const char *xml_path_or_null) {
     read_cpus();
     read_cores_and_caches();
     read_levels();
-    T.loaded = 1;
-    build_groups(0);
+    _hpcmem_topo_desc_finish(NULL, 0);
+    T.full = 1;
   }
   release_hwloc();
   return r;
+}
+
+/* After a start from sysfs: node sizes, kinds and memory attributes, cores
+ * and caches from hwloc.  The groups stay as they are (the heaps follow
+ * them already); the nodes too, unless hwloc sees other ones. */
+static void add_details(void) {
+  int same = 1, count = 0;
+  for (hwloc_obj_t o = NULL; (o = hwloc_get_next_obj_by_type(T.topo, HWLOC_OBJ_NUMANODE, o));) {
+    if (o->os_index >= HPCMEM_TOPO_MAX_NODE_OS) continue;
+    count++;
+    if (_hpcmem_topo_numa_lookup((int)o->os_index) < 0) same = 0;
+  }
+  if (same && count == T.nnodes) {
+    for (hwloc_obj_t o = NULL; (o = hwloc_get_next_obj_by_type(T.topo, HWLOC_OBJ_NUMANODE, o));) {
+      int i = o->os_index < HPCMEM_TOPO_MAX_NODE_OS ? _hpcmem_topo_numa_lookup((int)o->os_index) : -1;
+      if (i < 0) continue;
+      T.node_obj[i] = o;
+      node_attrs(&T.node[i], o);
+    }
+    classify_nodes();
+  } else {
+    char before[128];
+    existing_nodes(before, sizeof before);
+    T.nnodes = 0;
+    read_nodes();
+    map_cpus_to_nodes();
+    char after[128];
+    _hpcmem_warn("hwloc finds NUMA nodes %s where sysfs had %s; using hwloc's (the thread groups stay)",
+                 existing_nodes(after, sizeof after), before);
+  }
+  read_cores_and_caches();
+}
+
+static void add_hwloc(void) {
+  char why[256], source[sizeof T.source];
+  pending_t warn;
+  warn.count = 0;
+  if (hwloc_open(why, sizeof why) != 0) {
+    _hpcmem_warn("cannot open hwloc (%s); NUMA node sizes, memory kinds and caches are unknown", why);
+    return;
+  }
+  int r = -ENOSYS;
+  if ((hwloc_get_api_version() >> 16) == (HWLOC_API_VERSION >> 16)) {
+    int unset = plugins_off();
+    /* a test's fake sysfs tree: hwloc reads the same one */
+    int fsroot = strcmp(T.sysfs_root, "/") != 0 && !getenv("HWLOC_FSROOT") &&
+                 setenv("HWLOC_FSROOT", T.sysfs_root, 1) == 0;
+    memcpy(source, T.source, sizeof source);
+    r = open_topology(NULL, &warn);
+    memcpy(T.source, source, sizeof source);
+    if (fsroot) unsetenv("HWLOC_FSROOT");
+    if (unset) unsetenv("HWLOC_PLUGINS_PATH");
+  }
+  for (int i = 0; i < warn.count; i++) _hpcmem_warn("%s", warn.text[i]);
+  if (r == 0) add_details();
+  else _hpcmem_warn("hwloc cannot describe this machine (%s); NUMA node sizes, memory kinds and caches are unknown",
+                    strerror(-r));
+  release_hwloc();
 }
 
 void _hpcmem_topo_unload(void) {
@@ -937,7 +1097,63 @@ int _hpcmem_topo_load(const char *xml_path_or_null) {
 
 void _hpcmem_topo_unload(void) { reset_tables(); }
 
+static void add_hwloc(void) {}   /* nothing more to be had */
+
 #endif
+
+/* ------------------------------------------------------------------ */
+/* Start: sysfs, hwloc later                                            */
+
+void (*_hpcmem_topo_hwloc_guard)(int entering);
+static hpcmem_lock_t full_lock = HPCMEM_LOCK_INIT;
+static __thread int in_full;   /* this thread is loading hwloc (its mallocs may ask us again) */
+
+static void need_full(void) {
+  if (!T.loaded || __atomic_load_n(&T.full, __ATOMIC_ACQUIRE) || in_full) return;
+  _hpcmem_lock(&full_lock);
+  if (!T.full) {
+    in_full = 1;
+    if (_hpcmem_topo_hwloc_guard) _hpcmem_topo_hwloc_guard(1);
+    add_hwloc();
+    if (_hpcmem_topo_hwloc_guard) _hpcmem_topo_hwloc_guard(0);
+    in_full = 0;
+    __atomic_store_n(&T.full, 1, __ATOMIC_RELEASE);
+  }
+  _hpcmem_unlock(&full_lock);
+}
+
+int _hpcmem_topo_load_sysfs(const char *root) {
+  if (!root || !*root) return -EINVAL;
+  int r = _hpcmem_topo_sysfs_read(root);
+  if (r) {
+    _hpcmem_topo_unload();
+    return r;
+  }
+  int here = strcmp(root, "/") == 0;
+  char source[sizeof T.source];
+  snprintf(source, sizeof source, "%s%s", here ? "this machine" : "sysfs tree ", here ? "" : root);
+  _hpcmem_topo_desc_finish(source, 1);
+  copy_str(T.sysfs_root, sizeof T.sysfs_root, root);
+  return 0;
+}
+
+/* hwloc's variables that make it describe something else than what sysfs
+ * says (a file, a description, another root, other components...). */
+static int hwloc_asked(void) {
+  static const char *const vars[] = {"HWLOC_XMLFILE", "HWLOC_SYNTHETIC", "HWLOC_FSROOT", "HWLOC_CPUID_PATH",
+                                     "HWLOC_COMPONENTS", "HWLOC_ALLOW", "HWLOC_THISSYSTEM"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    const char *v = getenv(vars[i]);
+    if (v && *v) return 1;
+  }
+  return 0;
+}
+
+int _hpcmem_topo_start(void) {
+  const char *file = _hpcmem_opt_str(TOPOLOGY);
+  if ((file && *file) || hwloc_asked() || _hpcmem_topo_load_sysfs("/") != 0) return _hpcmem_topo_load(NULL);
+  return 0;
+}
 
 /* Without hwloc's view: one node holding every online cpu, grouped in order. */
 static void load_minimal(void) {
@@ -951,9 +1167,10 @@ static void load_minimal(void) {
   n->cpu_count = T.ncpus;
   snprintf(n->cpus, sizeof n->cpus, "0-%d", T.ncpus - 1);
   T.nnodes = 1;
-  for (int i = 0; i < T.ncpus; i++) T.cpu_numa[T.pu_order[i]] = 0;
+  for (int i = 0; i < T.ncpus; i++) SET_NUMA(C[i].order, 0);
   snprintf(T.source, sizeof T.source, "this machine (one node, without hwloc)");
   T.loaded = 1;
+  T.full = 1;   /* hwloc failed already: not asked again */
   _hpcmem_topo_group_count(0);
 }
 
@@ -965,10 +1182,8 @@ int _hpcmem_topo_group_count(int threads_per_group_hint) {
   }
   if (heaps > 0) {
     groups_by_count(heaps);
-#ifdef HAVE_HWLOC
-  } else if (T.from_hwloc) {
+  } else if (T.have_levels) {
     build_groups(threads_per_group_hint);
-#endif
   } else {
     int hint = threads_per_group_hint;
     groups_by_count(hint > 0 ? (T.ncpus + hint - 1) / hint : 1);
@@ -998,6 +1213,7 @@ void _hpcmem_topo_print(FILE *out) {
   static const char *const from[] = {"", " (from memory attributes)", " (from its hwloc name)"};
   char a[32], b[160];
   if (!out) return;
+  need_full();
   if (!T.loaded) {
     fprintf(out, "topology: not loaded (one node, %d thread group%s)\n", T.ngroups > 1 ? T.ngroups : 1,
             T.ngroups > 1 ? "s" : "");

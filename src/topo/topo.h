@@ -1,21 +1,26 @@
-/* Topology: the machine as hwloc describes it, loaded once and kept in plain
+/* Topology: the machine as Linux sysfs and hwloc describe it, kept in plain
  * static tables (NUMA nodes with capacity, cpus, memory kind, bandwidth and
  * latency; cpu -> NUMA node; cpu -> thread group; memory classes).
  *
- * hwloc calls malloc and this layer lives inside the allocator, so
- * _hpcmem_topo_load() runs only once the allocator works (the core calls it
- * from the library constructor, behind a recursion guard).  The load opens
- * hwloc with dlopen and closes it again once the tables are filled: hwloc is
- * not resident afterwards.  Every other function here reads the tables
- * only: no heap, no locks, no system calls, no hwloc, and each has an answer
- * before the load (one node, one group).
+ * At start (_hpcmem_topo_start, from the library constructor) the cpus, their
+ * caches and the NUMA nodes come from Linux sysfs, read without the heap;
+ * that is all the thread groups need.  hwloc -- opened with dlopen, read
+ * into the tables, closed again -- is loaded only when something asks for
+ * more: a topology file or hwloc variable at start, or later, once and
+ * thread-safely, the first call that needs node sizes, memory kinds or
+ * attributes, cores or caches (_hpcmem_topo_numa_info and what uses it: the
+ * classes, LOCAL, the summary; cache and core counts).  hwloc calls malloc,
+ * so none of that happens before the allocator works.  The other functions
+ * read the tables only: no heap, no locks, no system calls, and each has an
+ * answer before the load (one node, one group).
  *
  * Indexes: "cpu" is always the OS cpu number (sched_getcpu); a NUMA node is
  * named by its OS index (what mbind takes) except in _hpcmem_topo_numa_info,
  * which walks the nodes by position 0 .. _hpcmem_topo_numa_count()-1.
  *
- * Loading and the queries are not thread-safe against each other: load (and
- * _hpcmem_topo_group_count, which rebuilds the group table) during start-up. */
+ * Loading and the group table are not thread-safe against the queries: load
+ * (and _hpcmem_topo_group_count, which rebuilds the group table) during
+ * start-up.  hwloc's later details never change the groups. */
 #ifndef HPCMEM_TOPO_TOPO_H
 #define HPCMEM_TOPO_TOPO_H
 #include <stdint.h>
@@ -72,6 +77,23 @@ typedef struct {
  * even this machine: the tables then hold one NUMA node with the online cpus,
  * and _hpcmem_topo_loaded() is 1 all the same. */
 int _hpcmem_topo_load(const char *xml_path_or_null);
+/* Start-up: Linux sysfs, unless HPCMEM_TOPOLOGY or one of hwloc's variables
+ * that change what it describes (HWLOC_XMLFILE, HWLOC_SYNTHETIC,
+ * HWLOC_FSROOT, ...) is set or sysfs cannot be read: then
+ * _hpcmem_topo_load(NULL).  Returns what that returns. */
+int _hpcmem_topo_start(void);
+/* Load cpus, caches and nodes from the Linux file system below root ("/":
+ * this machine; tests give fake trees, and hwloc's later details then come
+ * from the same tree through HWLOC_FSROOT).  0, or -errno (tables empty). */
+int _hpcmem_topo_load_sysfs(const char *root);
+/* Set by the layer above: called with 1 before hwloc is loaded after start
+ * and with 0 afterwards (the trace marks hwloc's mallocs as libhpcmem's). */
+extern void (*_hpcmem_topo_hwloc_guard)(int entering);
+/* 1 once hwloc's details are in (or cannot be had). */
+int _hpcmem_topo_detailed(void);
+/* The i-th cpu in topology order (OS number; what HPCMEM_HEAPS deals out),
+ * -EINVAL out of range. */
+int _hpcmem_topo_cpu_at(int i);
 int _hpcmem_topo_loaded(void);
 /* Forget the topology (back to the answers before a load); for tests and exit. */
 void _hpcmem_topo_unload(void);

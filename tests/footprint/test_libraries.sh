@@ -1,10 +1,11 @@
 #!/bin/sh
 # libhpcmem's fixed cost at start (docs/footprint.md): a program without MPI
-# must not get the MPI library, hwloc (with libudev and libm behind it) or
-# hwloc's plugins (PCI, OpenCL, GL with libX11 and libxcb, libxml2) mapped
-# by libhpcmem, neither under LD_PRELOAD nor linked with -lhpcmem.  The MPI
-# layer reaches MPI through weak references and hwloc is opened only while
-# the topology is read; both are checked in the library's symbol table too.
+# must not get the MPI library, hwloc (with libudev and libm behind it),
+# hwloc's plugins (PCI, OpenCL, GL with libX11 and libxcb, libxml2), the
+# trace libraries or libnuma mapped by libhpcmem, neither under LD_PRELOAD nor linked with
+# -lhpcmem.  The MPI layer reaches MPI through weak references; hwloc is not
+# opened at all unless something needs more than sysfs tells (and closed
+# again after reading); both are checked in the library's symbol table too.
 # An MPI program still gets its report: tests/mpi/test_report.sh,
 # test_preload.sh and test_fortran.sh.
 bare=$top_builddir/tests/footprint/loaded_libs_bare
@@ -15,7 +16,9 @@ ok() { echo "[       OK ] footprint.$1"; }
 fail() { echo "[  FAILED  ] footprint.$1 ($2)"; fails=$((fails + 1)); }
 
 # what must not be there: MPI, hwloc and everything they bring
-words="libmpi libopen-pal libopen-rte libopen-orted libpmix libevent libhwloc hwloc_ libudev libm.so libpciaccess libOpenCL libX11 libxcb libxml2 libicu libzstd libunwind liblzma libz.so"
+# (and the trace libraries, loaded when tracing starts, and libnuma: the
+# NUMA system calls are made directly, src/prim)
+words="libmpi libopen-pal libopen-rte libopen-orted libpmix libevent libhwloc hwloc_ libudev libm.so libpciaccess libOpenCL libX11 libxcb libxml2 libicu libzstd libunwind liblzma libz.so libnuma"
 
 # $1: case name; the rest: the command
 check_libs() {
@@ -35,8 +38,34 @@ check_libs linked_no_mpi_no_hwloc "$linked"
 # the same with the thread groups and NUMA tables filled from a saved machine
 check_libs preload_saved_topology env LD_PRELOAD="$lib" HPCMEM_TOPOLOGY="$top_srcdir/tests/data/2socket-4numa.xml" "$bare"
 
+# hwloc must not even be opened for a while at start: the thread groups come
+# from sysfs (src/topo/sysfs.c), so a plain program never maps it, and the
+# peak RSS does not see it.  The dynamic loader's own log (LD_DEBUG=files)
+# names every object it opens, dlopen'd ones included.  Asking for the
+# topology summary (HPCMEM_VERBOSE) or a saved topology must open it: that
+# is the lazy path working, and shows the check can see hwloc.
+# $1: case name, $2: 1 if hwloc must be opened; the rest: the command
+check_opened() {
+  name=$1; want=$2; shift 2
+  log=$(env LD_DEBUG=files "$@" 2>&1 >/dev/null)
+  if ! echo "$log" | grep -q 'file=libc\.so'; then
+    echo "[  SKIPPED ] footprint.$name (the dynamic loader has no LD_DEBUG=files log)"
+    return
+  fi
+  opened=$(echo "$log" | grep -c 'file=[^ ]*libhwloc')
+  if [ "$want" = 1 ] && [ "$opened" = 0 ]; then fail "$name" "hwloc was not opened"
+  elif [ "$want" = 0 ] && [ "$opened" != 0 ]; then
+    fail "$name" "hwloc was opened at start: $(echo "$log" | grep 'file=[^ ]*libhwloc' | head -1)"
+  else ok "$name"; fi
+}
+
+check_opened preload_never_opens_hwloc 0 env LD_PRELOAD="$lib" "$bare"
+check_opened linked_never_opens_hwloc 0 "$linked"
+check_opened verbose_opens_hwloc 1 env LD_PRELOAD="$lib" HPCMEM_VERBOSE=1 "$bare"
+check_opened saved_topology_opens_hwloc 1 env LD_PRELOAD="$lib" HPCMEM_TOPOLOGY="$top_srcdir/tests/data/2socket-4numa.xml" "$bare"
+
 # the library itself: no DT_NEEDED on MPI or hwloc, no strong reference to them
-needed=$(readelf -d "$lib" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | grep -E 'mpi|open-(pal|rte)|hwloc|udev|^libm\.' | tr '\n' ' ')
+needed=$(readelf -d "$lib" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | grep -E 'mpi|open-(pal|rte)|hwloc|udev|numa|^libm\.' | tr '\n' ' ')
 if ! readelf -d "$lib" > /dev/null 2>&1; then echo "[  SKIPPED ] footprint.needed (no readelf)"
 elif [ -z "$needed" ]; then ok needed
 else fail needed "libhpcmem.so needs $needed"; fi

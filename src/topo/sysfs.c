@@ -1,0 +1,365 @@
+/* The machine from Linux sysfs, read at start (see machine.h).
+ *
+ * This runs inside the library constructor, before main: no malloc, no
+ * stdio, no directory streams -- open/read/close into stack buffers and
+ * hand-written parsing, so that start-up touches none of libc's heavier
+ * pages and loads no library.  It reads what hwloc's Linux backend reads
+ * for the same answers: the online cpus, the cgroup cpuset the process may
+ * use (hwloc's "allowed" cpus and nodes; the process's own binding does not
+ * count, as in hwloc), each cpu's core, package and caches, and the cpus of
+ * each NUMA node. */
+#include "config.h"
+#include "topo/topo.h"
+#include "topo/machine.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#define ULONG_BITS (8 * (int)sizeof(unsigned long))
+#define CPU_LONGS (HPCMEM_TOPO_MAX_CPUS / ULONG_BITS)
+#define NODE_LONGS HPCMEM_TOPO_MASK_LONGS
+
+static void bit_set(unsigned long *m, int b) { m[b / ULONG_BITS] |= 1UL << (b % ULONG_BITS); }
+static int bit_isset(const unsigned long *m, int b) { return (int)((m[b / ULONG_BITS] >> (b % ULONG_BITS)) & 1); }
+
+/* ------------------------------------------------------------------ */
+/* Paths and files                                                      */
+
+typedef struct {
+  char s[512];
+  size_t n;
+  int overflow;
+} path_t;
+
+static void put(path_t *p, const char *s) {
+  for (; *s; s++) {
+    if (p->n + 1 >= sizeof p->s) { p->overflow = 1; break; }
+    p->s[p->n++] = *s;
+  }
+  p->s[p->n] = 0;
+}
+
+static void put_int(path_t *p, int v) {
+  char d[12];
+  int i = (int)sizeof d;
+  d[--i] = 0;
+  do d[--i] = (char)('0' + v % 10); while ((v /= 10) > 0 && i > 0);
+  put(p, d + i);
+}
+
+/* root + rest, with exactly one '/' between them. */
+static void start(path_t *p, const char *root, const char *rest) {
+  p->n = 0;
+  p->overflow = 0;
+  p->s[0] = 0;
+  put(p, root);
+  while (p->n > 0 && p->s[p->n - 1] == '/') p->s[--p->n] = 0;
+  while (*rest == '/') rest++;
+  put(p, "/");
+  put(p, rest);
+}
+
+static int open_path(const path_t *p) {
+  if (p->overflow) return -ENAMETOOLONG;
+  int fd;
+  do fd = open(p->s, O_RDONLY | O_CLOEXEC); while (fd < 0 && errno == EINTR);
+  return fd < 0 ? -errno : fd;
+}
+
+static ssize_t read_some(int fd, char *buf, size_t len) {
+  ssize_t r;
+  do r = read(fd, buf, len); while (r < 0 && errno == EINTR);
+  return r < 0 ? -errno : r;
+}
+
+/* A small file, NUL-terminated: its length, or -errno. */
+static ssize_t read_small(const path_t *p, char *buf, size_t len) {
+  int fd = open_path(p);
+  if (fd < 0) return fd;
+  size_t n = 0;
+  ssize_t r = 0;
+  while (n + 1 < len && (r = read_some(fd, buf + n, len - 1 - n)) > 0) n += (size_t)r;
+  close(fd);
+  buf[n] = 0;
+  return r < 0 ? r : (ssize_t)n;
+}
+
+/* A list file ("0-3,8,10-11", any length) into bits 0 .. nbits-1 of m
+ * (cleared first; larger numbers are dropped): 0, or -errno / -EINVAL. */
+static int read_list(const path_t *p, unsigned long *m, int nbits) {
+  memset(m, 0, (size_t)(nbits / ULONG_BITS) * sizeof *m);
+  int fd = open_path(p);
+  if (fd < 0) return fd;
+  char buf[256];
+  long a = -1, cur = -1;  /* range start (after '-'), number being read */
+  int err = 0;
+  for (;;) {
+    ssize_t r = read_some(fd, buf, sizeof buf);
+    if (r < 0) { err = (int)r; break; }
+    int eof = r == 0;
+    if (eof) { buf[0] = ','; r = 1; }   /* ends the last number */
+    for (ssize_t i = 0; i < r && !err; i++) {
+      char c = buf[i];
+      if (c >= '0' && c <= '9') {
+        cur = (cur < 0 ? 0 : cur) * 10 + (c - '0');
+        if (cur > 1L << 30) cur = 1L << 30;
+      } else if (c == '-' && cur >= 0 && a < 0) {
+        a = cur;
+        cur = -1;
+      } else if (c == ',' || c == '\n' || c == ' ' || c == '\t') {
+        if (cur >= 0) {
+          for (long b = a >= 0 ? a : cur; b <= cur && b < nbits; b++) bit_set(m, (int)b);
+        } else if (a >= 0) {
+          err = -EINVAL;
+        }
+        a = cur = -1;
+      } else {
+        err = -EINVAL;
+      }
+    }
+    if (eof || err) break;
+  }
+  close(fd);
+  return err;
+}
+
+/* Lines of a file of any length; longer lines are cut at the buffer size. */
+typedef struct {
+  int fd;
+  char buf[512];
+  int pos, len;
+} lines_t;
+
+static int next_line(lines_t *l, char *line, size_t max) {
+  size_t n = 0;
+  for (;;) {
+    if (l->pos == l->len) {
+      ssize_t r = read_some(l->fd, l->buf, sizeof l->buf);
+      if (r <= 0) { line[n] = 0; return n ? (int)n : -1; }
+      l->pos = 0;
+      l->len = (int)r;
+    }
+    char c = l->buf[l->pos++];
+    if (c == '\n') { line[n] = 0; return (int)n; }
+    if (n + 1 < max) line[n++] = c;
+  }
+}
+
+/* The n-th space-separated field of line (0-based), NUL-terminated in
+ * place; NULL when missing.  Fields after it are no longer usable. */
+static char *field(char *line, int n, char **rest) {
+  char *p = line;
+  for (int i = 0;; i++) {
+    while (*p == ' ') p++;
+    if (!*p) return NULL;
+    char *f = p;
+    while (*p && *p != ' ') p++;
+    if (i == n) {
+      if (*p) *p++ = 0;
+      if (rest) *rest = p;
+      return f;
+    }
+  }
+}
+
+static int has_word(const char *list, const char *word, char sep) {
+  size_t w = strlen(word);
+  for (const char *p = list; *p;) {
+    const char *e = p;
+    while (*e && *e != sep && *e != '\n') e++;
+    if ((size_t)(e - p) == w && memcmp(p, word, w) == 0) return 1;
+    p = *e ? e + 1 : e;
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* What the process may use: its cgroup cpuset, found as hwloc finds it  */
+
+/* The cpuset's name: /proc/self/cpuset, else the cpuset (v1) or unified
+ * (v2) line of /proc/self/cgroup. */
+static int cgroup_name(const char *root, char *name, size_t len) {
+  path_t p;
+  start(&p, root, "proc/self/cpuset");
+  if (read_small(&p, name, len) > 0) {
+    name[strcspn(name, "\n")] = 0;
+    return 0;
+  }
+  start(&p, root, "proc/self/cgroup");
+  lines_t l = {.fd = open_path(&p)};
+  if (l.fd < 0) return l.fd;
+  char line[512];
+  int found = -ENOENT;
+  while (found && next_line(&l, line, sizeof line) >= 0) {
+    char *colon = strchr(line, ':');
+    const char *path = NULL;
+    if (colon && strncmp(colon, ":cpuset:", 8) == 0) path = colon + 8;
+    else if (colon && strncmp(colon, "::", 2) == 0) path = colon + 2;
+    if (!path) continue;
+    size_t n = strlen(path);
+    if (n >= len) n = len - 1;
+    memcpy(name, path, n);
+    name[n] = 0;
+    found = 0;
+  }
+  close(l.fd);
+  return found;
+}
+
+/* The files holding the allowed cpus and nodes: from the first cpuset
+ * mount of /proc/mounts (cgroup v2 with the cpuset controller, a cpuset
+ * file system, or cgroup v1 with the cpuset option). */
+static int cgroup_files(const char *root, const char *name, path_t *cpus, path_t *mems) {
+  path_t p;
+  start(&p, root, "proc/mounts");
+  lines_t l = {.fd = open_path(&p)};
+  if (l.fd < 0) return l.fd;
+  char line[512];
+  int found = -ENOENT;
+  while (found && next_line(&l, line, sizeof line) >= 0) {
+    char *rest, *rest2;
+    char *mnt = field(line, 1, &rest);
+    char *type = mnt ? field(rest, 0, &rest2) : NULL;
+    char *opts = type ? field(rest2, 0, NULL) : NULL;
+    if (!opts) continue;
+    const char *cpu_file, *mem_file;
+    if (strcmp(type, "cgroup2") == 0) {
+      char ctrl[256];
+      start(&p, root, mnt);
+      put(&p, "/cgroup.controllers");
+      if (read_small(&p, ctrl, sizeof ctrl) <= 0 || !has_word(ctrl, "cpuset", ' ')) continue;
+      cpu_file = "/cpuset.cpus.effective";
+      mem_file = "/cpuset.mems.effective";
+    } else if (strcmp(type, "cpuset") == 0 ||
+               (strcmp(type, "cgroup") == 0 && has_word(opts, "cpuset", ',') && has_word(opts, "noprefix", ','))) {
+      cpu_file = "/cpus";
+      mem_file = "/mems";
+    } else if (strcmp(type, "cgroup") == 0 && has_word(opts, "cpuset", ',')) {
+      cpu_file = "/cpuset.cpus";
+      mem_file = "/cpuset.mems";
+    } else {
+      continue;
+    }
+    start(cpus, root, mnt);
+    put(cpus, name);
+    put(cpus, cpu_file);
+    start(mems, root, mnt);
+    put(mems, name);
+    put(mems, mem_file);
+    found = 0;
+  }
+  close(l.fd);
+  return found;
+}
+
+/* Clear what the cgroup does not allow (nothing when there is no cpuset
+ * or it cannot be read, as in hwloc). */
+static void restrict_to_cgroup(const char *root, unsigned long *cpus, unsigned long *nodes) {
+  char name[256];
+  path_t cf, mf;
+  if (cgroup_name(root, name, sizeof name) != 0 || cgroup_files(root, name, &cf, &mf) != 0) return;
+  unsigned long allowed[CPU_LONGS];
+  if (read_list(&cf, allowed, HPCMEM_TOPO_MAX_CPUS) == 0)
+    for (int i = 0; i < CPU_LONGS; i++) cpus[i] &= allowed[i];
+  if (read_list(&mf, allowed, HPCMEM_TOPO_MAX_NODE_OS) == 0)
+    for (int i = 0; i < NODE_LONGS; i++) nodes[i] &= allowed[i];
+}
+
+/* ------------------------------------------------------------------ */
+/* cpus and nodes                                                       */
+
+/* Leader (smallest cpu of the machine's cpus) of the set in a list file:
+ * -ENOENT when the file is missing, cpu itself when the set holds none. */
+static int leader(const path_t *p, const unsigned long *machine, int cpu) {
+  unsigned long set[CPU_LONGS];
+  if (read_list(p, set, HPCMEM_TOPO_MAX_CPUS) != 0) return -ENOENT;
+  for (int i = 0; i < CPU_LONGS; i++)
+    if (set[i] & machine[i]) return i * ULONG_BITS + __builtin_ctzl(set[i] & machine[i]);
+  return cpu;
+}
+
+static void cpu_path(path_t *p, const char *root, int cpu, const char *rest) {
+  start(p, root, "sys/devices/system/cpu/cpu");
+  put_int(p, cpu);
+  put(p, rest);
+}
+
+/* The first of two files that exists (newer kernels renamed some). */
+static int leader2(const char *root, int cpu, const char *file, const char *old, const unsigned long *machine) {
+  path_t p;
+  cpu_path(&p, root, cpu, file);
+  int l = leader(&p, machine, cpu);
+  if (l != -ENOENT) return l;
+  cpu_path(&p, root, cpu, old);
+  return leader(&p, machine, cpu);
+}
+
+/* Data and unified caches, the first of each level (as hwloc's L1 .. L5). */
+static void read_caches(const char *root, int cpu, const unsigned long *machine) {
+  for (int k = 0; k < 32; k++) {
+    char idx[24] = "/cache/index", text[32];
+    path_t p;
+    size_t n = strlen(idx);
+    if (k >= 10) idx[n++] = (char)('0' + k / 10);
+    idx[n++] = (char)('0' + k % 10);
+    idx[n] = 0;
+    cpu_path(&p, root, cpu, idx);
+    put(&p, "/level");
+    if (read_small(&p, text, sizeof text) <= 0) break;
+    int level = text[0] - '0';
+    if (level < 1 || level > 5 || text[1] > ' ') continue;
+    cpu_path(&p, root, cpu, idx);
+    put(&p, "/type");
+    if (read_small(&p, text, sizeof text) <= 0 || strncmp(text, "Instruction", 11) == 0) continue;
+    int lv = TOPO_LV_L1 + level - 1;
+    if (_hpcmem_topo_desc_get_lead(cpu, lv) >= 0) continue;
+    cpu_path(&p, root, cpu, idx);
+    put(&p, "/shared_cpu_list");
+    int l = leader(&p, machine, cpu);
+    _hpcmem_topo_desc_lead(cpu, lv, l < 0 ? cpu : l);
+  }
+}
+
+int _hpcmem_topo_sysfs_read(const char *root) {
+  unsigned long machine[CPU_LONGS], nodes[NODE_LONGS], set[CPU_LONGS];
+  path_t p;
+  start(&p, root, "sys/devices/system/cpu/online");
+  int r = read_list(&p, machine, HPCMEM_TOPO_MAX_CPUS);
+  if (r) return r;
+  start(&p, root, "sys/devices/system/node/online");
+  int numa = read_list(&p, nodes, HPCMEM_TOPO_MAX_NODE_OS) == 0;
+  if (!numa) {
+    memset(nodes, 0, sizeof nodes);
+    bit_set(nodes, 0);
+  }
+  restrict_to_cgroup(root, machine, nodes);
+  int ncpus = 0;
+  for (int c = 0; c < HPCMEM_TOPO_MAX_CPUS; c++) ncpus += bit_isset(machine, c);
+  if (ncpus == 0) return -ENODEV;
+
+  _hpcmem_topo_desc_reset();
+  for (int n = 0; n < HPCMEM_TOPO_MAX_NODE_OS; n++) {
+    if (!bit_isset(nodes, n)) continue;
+    if (numa) {
+      start(&p, root, "sys/devices/system/node/node");
+      put_int(&p, n);
+      put(&p, "/cpulist");
+      if (read_list(&p, set, HPCMEM_TOPO_MAX_CPUS) != 0) continue;  /* not a node after all */
+      for (int i = 0; i < CPU_LONGS; i++) set[i] &= machine[i];
+    } else {
+      memcpy(set, machine, sizeof set);   /* no NUMA in this kernel: one node */
+    }
+    _hpcmem_topo_desc_node(n, set);
+  }
+  for (int c = 0; c < HPCMEM_TOPO_MAX_CPUS; c++) {
+    if (!bit_isset(machine, c)) continue;
+    _hpcmem_topo_desc_cpu(c);
+    _hpcmem_topo_desc_lead(c, TOPO_LV_CORE,
+                           leader2(root, c, "/topology/core_cpus_list", "/topology/thread_siblings_list", machine));
+    _hpcmem_topo_desc_lead(c, TOPO_LV_PACKAGE,
+                           leader2(root, c, "/topology/package_cpus_list", "/topology/core_siblings_list", machine));
+    read_caches(root, c, machine);
+  }
+  return 0;
+}

@@ -1,0 +1,323 @@
+// The start-up topology reader (src/topo/sysfs.c) against hwloc: both read
+// the same Linux file system tree -- fake trees built here, read by hwloc
+// through HWLOC_FSROOT, and this machine's own -- and must give the same
+// cpus, topology order, cpu -> node and thread groups at every level.
+#include <gtest/gtest.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <algorithm>
+#include <string>
+#include <vector>
+extern "C" {
+#include "topo/topo.h"
+}
+
+namespace {
+
+struct Cpu {
+  int package, node, l3, l2, core;
+};
+
+std::string list_of(const std::vector<int> &cpus) {
+  std::string out;
+  for (size_t i = 0; i < cpus.size();) {
+    size_t j = i;
+    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) j++;
+    if (!out.empty()) out += ",";
+    out += std::to_string(cpus[i]);
+    if (j > i) out += "-" + std::to_string(cpus[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+// Linux's mask format: 32-bit hex words, most significant first.
+std::string mask_of(const std::vector<int> &cpus, int n) {
+  int words = (n + 31) / 32;
+  std::vector<unsigned> w(words > 0 ? words : 1, 0);
+  for (int c : cpus) w[c / 32] |= 1u << (c % 32);
+  std::string out;
+  for (int i = (int)w.size() - 1; i >= 0; i--) {
+    char buf[16];
+    snprintf(buf, sizeof buf, "%s%08x", out.empty() ? "" : ",", w[i]);
+    out += buf;
+  }
+  return out;
+}
+
+void put(const std::string &root, const std::string &path, const std::string &text) {
+  std::string full = root + "/" + path;
+  for (size_t s = root.size() + 1; (s = full.find('/', s + 1)) != std::string::npos;)
+    mkdir(full.substr(0, s).c_str(), 0755);
+  FILE *f = fopen(full.c_str(), "w");
+  ASSERT_NE(f, nullptr) << full;
+  fprintf(f, "%s\n", text.c_str());
+  fclose(f);
+}
+
+struct Tree {
+  std::vector<Cpu> cpus;
+  std::vector<int> offline;
+  std::vector<int> allowed;  // cgroup v2 cpuset; empty: no cgroup files
+  bool numa_dir = true;
+};
+
+bool has(const std::vector<int> &v, int x) {
+  for (int y : v)
+    if (y == x) return true;
+  return false;
+}
+
+// A sysfs (and procfs) tree as Linux writes it: lists and masks, per-cpu
+// topology and caches (L1d, L1i, L2, L3), nodes with meminfo.
+std::string build(const Tree &t) {
+  char dir[] = "/tmp/hpcmem-sysfs-XXXXXX";
+  EXPECT_NE(mkdtemp(dir), nullptr);
+  std::string root = dir;
+  int n = (int)t.cpus.size();
+  std::vector<int> all, online;
+  for (int c = 0; c < n; c++) {
+    all.push_back(c);
+    if (!has(t.offline, c)) online.push_back(c);
+  }
+  put(root, "sys/devices/system/cpu/online", list_of(online));
+  put(root, "sys/devices/system/cpu/possible", list_of(all));
+  put(root, "sys/devices/system/cpu/present", list_of(all));
+  auto same = [&](int c, int Cpu::*field) {
+    std::vector<int> v;
+    for (int d = 0; d < n; d++)
+      if (t.cpus[d].*field == t.cpus[c].*field && (field == &Cpu::package || t.cpus[d].package == t.cpus[c].package))
+        v.push_back(d);
+    return v;
+  };
+  for (int c = 0; c < n; c++) {
+    std::string d = "sys/devices/system/cpu/cpu" + std::to_string(c) + "/";
+    put(root, d + "online", has(t.offline, c) ? "0" : "1");
+    if (has(t.offline, c)) continue;
+    struct { const char *name; int Cpu::*field; } topo[] = {
+        {"core_cpus", &Cpu::core}, {"thread_siblings", &Cpu::core},
+        {"package_cpus", &Cpu::package}, {"core_siblings", &Cpu::package}};
+    for (auto &f : topo) {
+      put(root, d + "topology/" + f.name, mask_of(same(c, f.field), n));
+      put(root, d + "topology/" + f.name + "_list", list_of(same(c, f.field)));
+    }
+    put(root, d + "topology/physical_package_id", std::to_string(t.cpus[c].package));
+    put(root, d + "topology/core_id", std::to_string(t.cpus[c].core));
+    struct { int level; const char *type; int Cpu::*field; const char *size; } cache[] = {
+        {1, "Data", &Cpu::core, "32K"}, {1, "Instruction", &Cpu::core, "32K"},
+        {2, "Unified", &Cpu::l2, "1024K"}, {3, "Unified", &Cpu::l3, "16384K"}};
+    for (int i = 0; i < 4; i++) {
+      std::string e = d + "cache/index" + std::to_string(i) + "/";
+      put(root, e + "level", std::to_string(cache[i].level));
+      put(root, e + "type", cache[i].type);
+      put(root, e + "size", cache[i].size);
+      put(root, e + "coherency_line_size", "64");
+      put(root, e + "ways_of_associativity", "8");
+      put(root, e + "number_of_sets", "64");
+      put(root, e + "physical_line_partition", "1");
+      put(root, e + "shared_cpu_map", mask_of(same(c, cache[i].field), n));
+      put(root, e + "shared_cpu_list", list_of(same(c, cache[i].field)));
+    }
+  }
+  std::vector<int> nodes;
+  for (auto &cpu : t.cpus)
+    if (!has(nodes, cpu.node)) nodes.push_back(cpu.node);
+  std::sort(nodes.begin(), nodes.end());
+  if (t.numa_dir) {
+    put(root, "sys/devices/system/node/online", list_of(nodes));
+    put(root, "sys/devices/system/node/possible", list_of(nodes));
+    for (int node : nodes) {
+      std::vector<int> cs;
+      for (int c : online)
+        if (t.cpus[c].node == node) cs.push_back(c);
+      std::string d = "sys/devices/system/node/node" + std::to_string(node) + "/";
+      put(root, d + "cpumap", mask_of(cs, n));
+      put(root, d + "cpulist", list_of(cs));
+      put(root, d + "meminfo", "Node " + std::to_string(node) + " MemTotal:       4194304 kB");
+    }
+  }
+  put(root, "proc/meminfo", "MemTotal:       " + std::to_string(4194304 * nodes.size()) + " kB");
+  if (!t.allowed.empty()) {
+    put(root, "proc/self/cgroup", "0::/job");
+    put(root, "proc/mounts", "cgroup2 /sys/fs/cgroup cgroup2 rw,relatime 0 0");
+    put(root, "sys/fs/cgroup/cgroup.controllers", "cpuset cpu memory");
+    put(root, "sys/fs/cgroup/job/cpuset.cpus.effective", list_of(t.allowed));
+    put(root, "sys/fs/cgroup/job/cpuset.mems.effective", list_of(nodes));
+  }
+  return root;
+}
+
+// Everything the allocator takes from the topology at start.
+struct Snapshot {
+  std::vector<int> order, numa, nodes;
+  std::vector<std::string> levels;
+  std::vector<std::vector<int>> groups, homes;
+};
+
+const int hints[] = {0, 1, 2, 3, 4, 8, 16, 1000};
+
+Snapshot snapshot() {
+  Snapshot s;
+  for (int i = 0; _hpcmem_topo_cpu_at(i) >= 0; i++) s.order.push_back(_hpcmem_topo_cpu_at(i));
+  for (int c = 0; c < _hpcmem_topo_cpu_limit(); c++) s.numa.push_back(_hpcmem_topo_cpu_numa(c));
+  for (int os = 0; os < 64; os++)
+    if (_hpcmem_topo_numa_lookup(os) >= 0) s.nodes.push_back(os);
+  for (int h : hints) {
+    int n = _hpcmem_topo_group_count(h);
+    s.levels.push_back(_hpcmem_topo_group_level());
+    std::vector<int> g, home;
+    for (int c = 0; c < _hpcmem_topo_cpu_limit(); c++) g.push_back(_hpcmem_topo_cpu_group(c));
+    for (int i = 0; i < n; i++) home.push_back(_hpcmem_topo_group_numa(i));
+    s.groups.push_back(g);
+    s.homes.push_back(home);
+  }
+  _hpcmem_topo_group_count(0);
+  return s;
+}
+
+Snapshot from_sysfs(const std::string &root) {
+  EXPECT_EQ(_hpcmem_topo_load_sysfs(root.c_str()), 0) << root;
+  EXPECT_EQ(_hpcmem_topo_detailed(), 0);
+  return snapshot();
+}
+
+Snapshot from_hwloc(const std::string &root) {
+  if (root != "/") setenv("HWLOC_FSROOT", root.c_str(), 1);
+  testing::internal::CaptureStderr();
+  int rc = _hpcmem_topo_load(nullptr);
+  std::string err = testing::internal::GetCapturedStderr();
+  unsetenv("HWLOC_FSROOT");
+  EXPECT_EQ(rc, 0) << err;
+  EXPECT_EQ(_hpcmem_topo_detailed(), 1);
+  return snapshot();
+}
+
+void expect_same(const Snapshot &a, const Snapshot &b) {
+  EXPECT_EQ(a.order, b.order);
+  EXPECT_EQ(a.numa, b.numa);
+  EXPECT_EQ(a.nodes, b.nodes);
+  EXPECT_EQ(a.levels, b.levels);
+  for (size_t i = 0; i < sizeof hints / sizeof hints[0]; i++) {
+    EXPECT_EQ(a.groups[i], b.groups[i]) << "hint " << hints[i];
+    EXPECT_EQ(a.homes[i], b.homes[i]) << "hint " << hints[i];
+  }
+}
+
+void remove_tree(const std::string &root) {
+  std::string cmd = "rm -rf '" + root + "'";
+  EXPECT_EQ(system(cmd.c_str()), 0);
+}
+
+class topo_load_sysfs : public testing::Test {
+ protected:
+  void TearDown() override { _hpcmem_topo_load(nullptr); _hpcmem_topo_group_count(0); }
+};
+
+TEST_F(topo_load_sysfs, one_node_two_cores_as_hwloc) {
+  Tree t;
+  t.cpus.push_back({0, 0, 0, 0, 0});
+  t.cpus.push_back({0, 0, 0, 1, 1});
+  std::string root = build(t);
+  Snapshot s = from_sysfs(root);
+  EXPECT_EQ(s.order, (std::vector<int>{0, 1}));
+  EXPECT_EQ(s.levels[0], "L3 cache");
+  expect_same(s, from_hwloc(root));
+  remove_tree(root);
+}
+
+// Two sockets x two NUMA nodes x four cores, one L3 per socket, cpus
+// numbered alternately across the sockets (cpu 1 is on socket 1).
+Tree two_sockets() {
+  Tree t;
+  for (int c = 0; c < 16; c++) {
+    int pk = c % 2, core = c / 2;
+    t.cpus.push_back({pk, pk * 2 + core / 4, pk, c, c});
+  }
+  return t;
+}
+
+TEST_F(topo_load_sysfs, two_sockets_four_numa_nodes_as_hwloc) {
+  std::string root = build(two_sockets());
+  Snapshot s = from_sysfs(root);
+  EXPECT_EQ(s.order, (std::vector<int>{0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15}));
+  EXPECT_EQ(s.levels[0], "NUMA node");           // NUMA nodes split the L3
+  EXPECT_EQ(s.homes[0], (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(s.levels[1], "cpu");
+  EXPECT_EQ(s.levels[7], "machine");
+  expect_same(s, from_hwloc(root));
+  remove_tree(root);
+}
+
+TEST_F(topo_load_sysfs, offline_and_cgroup_restricted_cpus_as_hwloc) {
+  Tree t = two_sockets();
+  t.offline = {3, 4};
+  t.allowed = {0, 1, 2, 5, 6, 7, 8, 9, 12, 13};  // 3 and 4 are allowed but offline
+  std::string root = build(t);
+  Snapshot s = from_sysfs(root);
+  EXPECT_EQ(s.order, (std::vector<int>{0, 2, 6, 8, 12, 1, 5, 7, 9, 13}));
+  EXPECT_EQ(s.numa[3], -ENODEV);
+  EXPECT_EQ(s.numa[10], -ENODEV);
+  expect_same(s, from_hwloc(root));
+  remove_tree(root);
+}
+
+TEST_F(topo_load_sysfs, threads_without_numa_directory_as_hwloc) {
+  Tree t;  // 4 cores x 2 threads (siblings numbered +4), L2 per core, no NUMA in the kernel
+  for (int c = 0; c < 8; c++) t.cpus.push_back({0, 0, 0, c % 4, c % 4});
+  t.numa_dir = false;
+  std::string root = build(t);
+  Snapshot s = from_sysfs(root);
+  EXPECT_EQ(s.order, (std::vector<int>{0, 4, 1, 5, 2, 6, 3, 7}));
+  EXPECT_EQ(s.nodes, (std::vector<int>{0}));
+  EXPECT_EQ(s.levels[2], "core");
+  expect_same(s, from_hwloc(root));
+  remove_tree(root);
+}
+
+TEST_F(topo_load_sysfs, this_machine_as_hwloc) {
+  if (access("/sys/devices/system/cpu/online", R_OK) != 0) GTEST_SKIP() << "no sysfs";
+  Snapshot s = from_sysfs("/");
+  expect_same(s, from_hwloc("/"));
+}
+
+TEST_F(topo_load_sysfs, details_come_from_hwloc_at_first_use) {
+  std::string root = build(two_sockets());
+  Snapshot before = from_sysfs(root);
+  testing::internal::CaptureStderr();
+  hpcmem_numa_info_t n;
+  ASSERT_EQ(_hpcmem_topo_numa_info(1, &n), 0);   // loads hwloc's view of the same tree
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err, "");
+  EXPECT_EQ(_hpcmem_topo_detailed(), 1);
+  EXPECT_EQ(n.os_index, 1);
+  EXPECT_EQ(n.capacity, 4ULL << 30);
+  EXPECT_EQ(n.cpu_count, 4);
+  EXPECT_STREQ(n.cpus, "8,10,12,14");
+  EXPECT_EQ(_hpcmem_topo_cache_size(3), 16ULL << 20);
+  EXPECT_EQ(_hpcmem_topo_core_count(), 16);
+  std::vector<int> groups;
+  for (int c = 0; c < 16; c++) groups.push_back(_hpcmem_topo_cpu_group(c));
+  EXPECT_EQ(groups, before.groups[0]);   // the groups do not move
+  remove_tree(root);
+}
+
+TEST_F(topo_load_sysfs, bad_roots) {
+  EXPECT_EQ(_hpcmem_topo_load_sysfs(nullptr), -EINVAL);
+  EXPECT_EQ(_hpcmem_topo_load_sysfs(""), -EINVAL);
+  EXPECT_EQ(_hpcmem_topo_load_sysfs("/nonexistent-hpcmem-root"), -ENOENT);
+  EXPECT_EQ(_hpcmem_topo_loaded(), 0);
+  Tree t;
+  t.cpus.push_back({0, 0, 0, 0, 0});
+  std::string root = build(t);
+  put(root, "sys/devices/system/cpu/online", "0-x");
+  EXPECT_EQ(_hpcmem_topo_load_sysfs(root.c_str()), -EINVAL);
+  EXPECT_EQ(_hpcmem_topo_loaded(), 0);
+  put(root, "sys/devices/system/cpu/online", "");
+  EXPECT_EQ(_hpcmem_topo_load_sysfs(root.c_str()), -ENODEV);
+  remove_tree(root);
+}
+
+}  // namespace
