@@ -65,6 +65,10 @@ static int load_libunwind(char *why, size_t whylen) {
 #define unw_backtrace p_unw_backtrace
 #endif
 
+#if defined(__x86_64__)
+static int load_libgcc(char *why, size_t whylen);
+#endif
+
 #define HMT_CHUNK_FRAMES (128 * 1024)  /* 1 MiB of frames per arena chunk */
 #define HMT_MAX_CHUNKS 4096            /* 4 GiB of frames at most */
 #define HMT_MAX_STACKS (1u << 24)      /* beyond this, stacks are not interned */
@@ -129,6 +133,9 @@ int _hpcmem_stack_init(int m, char *why, size_t whylen) {
   if (method == HMT_UNWIND_LIBUNWIND) method = HMT_UNWIND_BACKTRACE;
 #else
   if (method == HMT_UNWIND_LIBUNWIND && load_libunwind(why, whylen)) return -ENOENT;
+#endif
+#if defined(__x86_64__)
+  if (load_libgcc(why, whylen)) return -ENOENT;
 #endif
   (void)why; (void)whylen;
   self_lo = self_hi = 0;
@@ -287,15 +294,37 @@ static inline uint64_t *sc_val(hmt_scache_t *c, size_t i) { return (uint64_t *)(
  * too, masks signals with two system calls per frame in this version). */
 typedef struct { uint64_t *ip, *cfa; int n, max; } hmt_gw_t;
 
+/* libgcc_s is opened when tracing starts, not linked: a C program without
+ * tracing then never maps it (docs/footprint.md). */
+#define HMT_GCC_SONAME "libgcc_s.so.1"
+static _Unwind_Reason_Code (*p_backtrace)(_Unwind_Trace_Fn, void *);
+static _Unwind_Ptr (*p_get_ip_info)(struct _Unwind_Context *, int *);
+static _Unwind_Word (*p_get_cfa)(struct _Unwind_Context *);
+
+static int load_libgcc(char *why, size_t whylen) {
+  if (p_backtrace) return 0;
+  void *h = dlopen(HMT_GCC_SONAME, RTLD_NOW | RTLD_LOCAL);
+  if (!h) { snprintf(why, whylen, "cannot load %s (%s)", HMT_GCC_SONAME, dlerror()); return -ENOENT; }
+  *(void **)&p_get_ip_info = dlsym(h, "_Unwind_GetIPInfo");
+  *(void **)&p_get_cfa = dlsym(h, "_Unwind_GetCFA");
+  void *bt = dlsym(h, "_Unwind_Backtrace");
+  if (!bt || !p_get_ip_info || !p_get_cfa) {
+    snprintf(why, whylen, "%s has no _Unwind_Backtrace / _Unwind_GetIPInfo / _Unwind_GetCFA", HMT_GCC_SONAME);
+    return -ENOENT;
+  }
+  __atomic_store_n((void **)&p_backtrace, bt, __ATOMIC_RELEASE);
+  return 0;
+}
+
 static _Unwind_Reason_Code gw_frame(struct _Unwind_Context *ctx, void *arg) {
   hmt_gw_t *g = arg;
   if (g->n >= g->max) return _URC_END_OF_STACK;
   int before = 0;
-  uint64_t ip = _Unwind_GetIPInfo(ctx, &before);
+  uint64_t ip = p_get_ip_info(ctx, &before);
   if (ip == 0) return _URC_END_OF_STACK;
   g->ip[g->n] = ip;
   /* a signal frame's address is not a return address in a slot */
-  g->cfa[g->n] = before ? 0 : _Unwind_GetCFA(ctx);
+  g->cfa[g->n] = before ? 0 : p_get_cfa(ctx);
   g->n++;
   return _URC_NO_REASON;
 }
@@ -304,7 +333,8 @@ static _Unwind_Reason_Code gw_frame(struct _Unwind_Context *ctx, void *arg) {
  * unknown) */
 __attribute__((noinline)) static int gcc_walk_slots(uint64_t *out, uint64_t *slots, uint64_t *cfa, int max) {
   hmt_gw_t g = {out, cfa, 0, max};
-  _Unwind_Backtrace(gw_frame, &g);
+  if (!p_backtrace) return 0;
+  p_backtrace(gw_frame, &g);
   for (int k = 0; k < g.n; k++) slots[k] = cfa[k] ? cfa[k] - 8 : 0;
   return g.n;
 }

@@ -18,7 +18,7 @@ fail() { echo "[  FAILED  ] footprint.$1 ($2)"; fails=$((fails + 1)); }
 # what must not be there: MPI, hwloc and everything they bring
 # (and the trace libraries, loaded when tracing starts, and libnuma: the
 # NUMA system calls are made directly, src/prim)
-words="libmpi libopen-pal libopen-rte libopen-orted libpmix libevent libhwloc hwloc_ libudev libm.so libpciaccess libOpenCL libX11 libxcb libxml2 libicu libzstd libunwind liblzma libz.so libnuma"
+words="libmpi libopen-pal libopen-rte libopen-orted libpmix libevent libhwloc hwloc_ libudev libm.so libpciaccess libOpenCL libX11 libxcb libxml2 libicu libzstd libunwind liblzma libz.so libnuma libgcc_s"
 
 # $1: case name; the rest: the command
 check_libs() {
