@@ -612,6 +612,36 @@ static inline uint8_t hmt_col_put_addr(hmt_col_pool_t *P, const uint64_t *hist, 
   return (uint8_t)(best << 6);
 }
 
+/* Close the streams of P and write the payload at out: the mark, the tick
+ * shift, (format 1.2: the number of streams,) each stream's length, then
+ * the streams.  0 when it would be longer than len + 64 bytes of rows. */
+static inline size_t hmt_col_gather(hmt_col_pool_t *P, uint8_t *out, uint8_t mark, uint64_t shift, int nstreams,
+                                    size_t len) {
+  uint64_t slen[HMT_COL_STREAMS] = {0};
+  for (int k = 0; k < HMT_COL_STREAMS; k++) {
+    hmt_col_stream_t *s = &P->s[k];
+    if (!s->p) continue;
+    P->fill[s->last] = (uint32_t)(s->p - (P->pool + (size_t)s->last * HMT_COL_CHUNK));
+    for (uint32_t c = s->first; c != UINT32_MAX; c = P->next[c]) slen[k] += P->fill[c];
+  }
+  uint8_t *o = out;
+  *o++ = mark;
+  o = hmt_put_varint(o, shift);
+  if (nstreams) o = hmt_put_varint(o, HMT_COL_STREAMS);
+  for (int k = 0; k < HMT_COL_STREAMS; k++) o = hmt_put_varint(o, slen[k]);
+  size_t total = (size_t)(o - out);
+  for (int k = 0; k < HMT_COL_STREAMS; k++) total += slen[k];
+  if (total > len + 64) return 0;
+  for (int k = 0; k < HMT_COL_STREAMS; k++) {
+    if (!P->s[k].p) continue;
+    for (uint32_t c = P->s[k].first; c != UINT32_MAX; c = P->next[c]) {
+      memcpy(o, P->pool + (size_t)c * HMT_COL_CHUNK, P->fill[c]);
+      o += P->fill[c];
+    }
+  }
+  return (size_t)(o - out);
+}
+
 /** Regroup len bytes of rows (encoded against *st, which is advanced to
  *  their end) into a columnar payload at out (room for len + 64 bytes),
  *  with time ticks of 2^shift ns.  pool: hmt_col_pool_size(len) bytes;
@@ -680,29 +710,7 @@ static inline size_t hmt_columns_encode(const uint8_t *rows, size_t len, hmt_sta
     e |= hmt_col_put(&P, 0, &tag, 1);
     if (e) return 0;
   }
-  /* close the streams and gather them behind the lengths */
-  uint64_t slen[HMT_COL_STREAMS] = {0};
-  for (int k = 0; k < HMT_COL_STREAMS; k++) {
-    hmt_col_stream_t *s = &P.s[k];
-    if (!s->p) continue;
-    P.fill[s->last] = (uint32_t)(s->p - (P.pool + (size_t)s->last * HMT_COL_CHUNK));
-    for (uint32_t c = s->first; c != UINT32_MAX; c = P.next[c]) slen[k] += P.fill[c];
-  }
-  uint8_t *o = out;
-  *o++ = HMT_COL_MARK;
-  o = hmt_put_varint(o, shift);
-  for (int k = 0; k < HMT_COL_STREAMS; k++) o = hmt_put_varint(o, slen[k]);
-  size_t total = (size_t)(o - out);
-  for (int k = 0; k < HMT_COL_STREAMS; k++) total += slen[k];
-  if (total > len + 64) return 0;
-  for (int k = 0; k < HMT_COL_STREAMS; k++) {
-    if (!P.s[k].p) continue;
-    for (uint32_t c = P.s[k].first; c != UINT32_MAX; c = P.next[c]) {
-      memcpy(o, P.pool + (size_t)c * HMT_COL_CHUNK, P.fill[c]);
-      o += P.fill[c];
-    }
-  }
-  return (size_t)(o - out);
+  return hmt_col_gather(&P, out, HMT_COL_MARK, shift, 0, len);
 }
 
 /** Decode a columnar payload back into rows at out (out_cap bytes) that
@@ -1053,29 +1061,7 @@ static inline size_t hmt_columns2_encode(const uint8_t *rows, size_t len, hmt_st
     e |= hmt_col_put(&P, 0, &tag, 1);
     if (e) return 0;
   }
-  uint64_t slen[HMT_COL_STREAMS] = {0};
-  for (int k = 0; k < HMT_COL_STREAMS; k++) {
-    hmt_col_stream_t *s = &P.s[k];
-    if (!s->p) continue;
-    P.fill[s->last] = (uint32_t)(s->p - (P.pool + (size_t)s->last * HMT_COL_CHUNK));
-    for (uint32_t c = s->first; c != UINT32_MAX; c = P.next[c]) slen[k] += P.fill[c];
-  }
-  uint8_t *o = out;
-  *o++ = HMT_COL2_MARK;
-  o = hmt_put_varint(o, shift);
-  o = hmt_put_varint(o, HMT_COL_STREAMS);
-  for (int k = 0; k < HMT_COL_STREAMS; k++) o = hmt_put_varint(o, slen[k]);
-  size_t total = (size_t)(o - out);
-  for (int k = 0; k < HMT_COL_STREAMS; k++) total += slen[k];
-  if (total > len + 64) return 0;
-  for (int k = 0; k < HMT_COL_STREAMS; k++) {
-    if (!P.s[k].p) continue;
-    for (uint32_t c = P.s[k].first; c != UINT32_MAX; c = P.next[c]) {
-      memcpy(o, P.pool + (size_t)c * HMT_COL_CHUNK, P.fill[c]);
-      o += P.fill[c];
-    }
-  }
-  return (size_t)(o - out);
+  return hmt_col_gather(&P, out, HMT_COL2_MARK, shift, 1, len);
 }
 
 /** Decode a format 1.2 payload into rows at out (out_cap bytes), as
