@@ -771,17 +771,22 @@ bool thp_available() {
   fclose(f);
   return n && !strstr(buf, "[never]");
 }
-}  // namespace
-
-TEST(_hpcmem_large_alloc, HugePagesOnlyForLargeBlocks) {
-  if (!thp_available()) GTEST_SKIP() << "transparent huge pages disabled on this system";
-  hpcmem_large_t L;
+// a 4 GiB region with huge pages on and no decay
+hpcmem_large_config_t thp_config() {
   hpcmem_large_config_t c = {};
   c.reserve = 4096 * MiB;
   c.align = 256;
   c.min_split = 128 * KiB;
   c.decay_ns = NEVER;
   c.thp = 1;
+  return c;
+}
+}  // namespace
+
+TEST(_hpcmem_large_alloc, HugePagesOnlyForLargeBlocks) {
+  if (!thp_available()) GTEST_SKIP() << "transparent huge pages disabled on this system";
+  hpcmem_large_t L;
+  hpcmem_large_config_t c = thp_config();
   ASSERT_EQ(_hpcmem_large_init(&L, &c), 0);
   // a small block touched once costs one small page, not a huge one
   char *small = (char *)_hpcmem_large_alloc(&L, 6 * MiB, 0);
@@ -1254,12 +1259,7 @@ TEST(_hpcmem_large_quick, OffWithImmediateDecay) {
 TEST(_hpcmem_large_alloc, HugePagesOnlyInsideBigBlocks) {
   if (!thp_available()) GTEST_SKIP() << "transparent huge pages disabled on this system";
   hpcmem_large_t L;
-  hpcmem_large_config_t c = {};
-  c.reserve = 4096 * MiB;
-  c.align = 256;
-  c.min_split = 128 * KiB;
-  c.decay_ns = NEVER;
-  c.thp = 1;
+  hpcmem_large_config_t c = thp_config();
   ASSERT_EQ(_hpcmem_large_init(&L, &c), 0);
   // the first and the last byte written: two small pages, no huge page
   for (size_t n : {16 * MiB, 32 * MiB + 4096, 64 * MiB}) {
