@@ -193,7 +193,7 @@ md=$out/alloc.md
        "(other work on the machine makes the figures noisy; compare repeats in raw.csv)"
   echo "- source: $(git -C "$here" describe --always --dirty 2>/dev/null || echo unknown)," \
        "build dir \`$builddir\`"
-  echo "- peers (the \"best peer\" is the best of these): jemalloc, tcmalloc, mimalloc;" \
+  echo "- peers (the \"best peer\" is the best of these): system, jemalloc, tcmalloc, mimalloc;" \
        "\`system\` is the C library's malloc (glibc $(ldd --version 2>/dev/null | awk 'NR == 1 { print $NF }'))"
   echo
   echo "| allocator | library | state |"
@@ -207,7 +207,7 @@ md=$out/alloc.md
   echo "(churn, threads); peak RSS within 10% of the best peer everywhere.  Every row"
   echo "shows PASS or **MISS**; a libhpcmem that is not built shows \"not built\"."
   echo
-  awk -F, -v allocs="$all_allocs" -v peers="jemalloc tcmalloc mimalloc" -v me=libhpcmem \
+  awk -F, -v allocs="$all_allocs" -v peers="system jemalloc tcmalloc mimalloc" -v me=libhpcmem \
       -v csv="$out/alloc.csv" -f "$here/report.awk" "$out/allocators.csv" "$raw"
   echo
   echo "## Commands"
