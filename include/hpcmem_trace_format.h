@@ -713,6 +713,34 @@ static inline size_t hmt_columns_encode(const uint8_t *rows, size_t len, hmt_sta
   return hmt_col_gather(&P, out, HMT_COL_MARK, shift, 0, len);
 }
 
+/* A STACK or EXT record kept whole in the raw stream *raw (up to end):
+ * find its length from its varints, copy it behind its type byte rt to *o
+ * (up to oend) and decode it against *row, as the row reader will. */
+static inline int hmt_col_copy_record(unsigned rt, const uint8_t **raw, const uint8_t *end, uint8_t **o,
+                                      uint8_t *oend, hmt_state_t *row) {
+  const uint8_t *q = *raw;
+  uint64_t a, b, n;
+  if (rt == HMT_REC_STACK) {
+    if (!(q = hmt_get_varint(q, end, &a)) || !(q = hmt_get_varint(q, end, &b)) ||
+        !(q = hmt_get_varint(q, end, &n)) || n > HMT_MAX_DEPTH)
+      return HMT_E_RECORD;
+    for (uint64_t f = 0; f < n; f++)
+      if (!(q = hmt_get_varint(q, end, &a))) return HMT_E_RECORD;
+  } else {
+    if (!(q = hmt_get_varint(q, end, &a)) || !(q = hmt_get_varint(q, end, &n)) || n > (uint64_t)(end - q))
+      return HMT_E_RECORD;
+    q += n;
+  }
+  size_t rl = (size_t)(q - *raw);
+  if ((size_t)(oend - *o) < rl + 1) return HMT_E_RANGE;
+  uint8_t *r0 = *o, *w = *o;
+  *w++ = (uint8_t)rt; memcpy(w, *raw, rl); w += rl;
+  *raw = q; *o = w;
+  const uint8_t *rp = r0;
+  hmt_record_t rec;
+  return hmt_decode_record(&rp, w, row, &rec) == HMT_OK ? HMT_OK : HMT_E_RECORD;
+}
+
 /** Decode a columnar payload back into rows at out (out_cap bytes) that
  *  the row decoder reads from *st.  On entry *st is the block header's
  *  base state; on return it is the state the rows start from (time rounded
@@ -745,27 +773,8 @@ static inline int hmt_columns_decode(const uint8_t *in, size_t len, hmt_state_t 
     unsigned mode = (tag & HMT_CTAG_ADDR) >> 6;
     if (type == HMT_REC_STACK || type == HMT_REC_EXT) {
       if (tag != type) return HMT_E_RECORD;
-      /* the record's length: parse its varints */
-      const uint8_t *q = s[6];
-      uint64_t a, b, n;
-      if (type == HMT_REC_STACK) {
-        if (!(q = hmt_get_varint(q, se[6], &a)) || !(q = hmt_get_varint(q, se[6], &b)) ||
-            !(q = hmt_get_varint(q, se[6], &n)) || n > HMT_MAX_DEPTH)
-          return HMT_E_RECORD;
-        for (uint64_t f = 0; f < n; f++)
-          if (!(q = hmt_get_varint(q, se[6], &a))) return HMT_E_RECORD;
-      } else {
-        if (!(q = hmt_get_varint(q, se[6], &a)) || !(q = hmt_get_varint(q, se[6], &n)) || n > (uint64_t)(se[6] - q))
-          return HMT_E_RECORD;
-        q += n;
-      }
-      size_t rl = (size_t)(q - s[6]);
-      if ((size_t)(oend - o) < rl + 1) return HMT_E_RANGE;
-      uint8_t *r0 = o;
-      *o++ = tag; memcpy(o, s[6], rl); o += rl; s[6] = q;
-      const uint8_t *rp = r0;
-      hmt_record_t rec;
-      if (hmt_decode_record(&rp, o, &row, &rec) != HMT_OK) return HMT_E_RECORD;
+      int d = hmt_col_copy_record(type, &s[6], se[6], &o, oend, &row);
+      if (d != HMT_OK) return d;
       continue;
     }
     if (type < HPCMEM_EV_MALLOC || type > HPCMEM_EV_MEMALIGN) return HMT_E_RECORD;
@@ -1101,27 +1110,8 @@ static inline int hmt_columns2_decode(const uint8_t *in, size_t len, hmt_state_t
     unsigned type = tag & HMT_C2_TYPE, mode = (tag & HMT_C2_MODE) >> HMT_C2_MODE_SHIFT;
     if (type == HMT_C2_STACK_TYPE || type == HMT_C2_EXT_TYPE) {
       if (tag != type) return HMT_E_RECORD;
-      unsigned rt = type == HMT_C2_STACK_TYPE ? HMT_REC_STACK : HMT_REC_EXT;
-      const uint8_t *q = s[6];
-      uint64_t a, b, n;
-      if (rt == HMT_REC_STACK) {
-        if (!(q = hmt_get_varint(q, se[6], &a)) || !(q = hmt_get_varint(q, se[6], &b)) ||
-            !(q = hmt_get_varint(q, se[6], &n)) || n > HMT_MAX_DEPTH)
-          return HMT_E_RECORD;
-        for (uint64_t f = 0; f < n; f++)
-          if (!(q = hmt_get_varint(q, se[6], &a))) return HMT_E_RECORD;
-      } else {
-        if (!(q = hmt_get_varint(q, se[6], &a)) || !(q = hmt_get_varint(q, se[6], &n)) || n > (uint64_t)(se[6] - q))
-          return HMT_E_RECORD;
-        q += n;
-      }
-      size_t rl = (size_t)(q - s[6]);
-      if ((size_t)(oend - o) < rl + 1) return HMT_E_RANGE;
-      uint8_t *r0 = o;
-      *o++ = (uint8_t)rt; memcpy(o, s[6], rl); o += rl; s[6] = q;
-      const uint8_t *rp = r0;
-      hmt_record_t rec;
-      if (hmt_decode_record(&rp, o, &row, &rec) != HMT_OK) return HMT_E_RECORD;
+      int d = hmt_col_copy_record(type == HMT_C2_STACK_TYPE ? HMT_REC_STACK : HMT_REC_EXT, &s[6], se[6], &o, oend, &row);
+      if (d != HMT_OK) return d;
       continue;
     }
     if (type < HPCMEM_EV_MALLOC || type > HPCMEM_EV_MEMALIGN) return HMT_E_RECORD;
