@@ -741,6 +741,20 @@ static inline int hmt_col_copy_record(unsigned rt, const uint8_t **raw, const ui
   return hmt_decode_record(&rp, w, row, &rec) == HMT_OK ? HMT_OK : HMT_E_RECORD;
 }
 
+/* An event of the columns: its type valid, room for its row, its tick
+ * (a delta in the time column *t, up to end) added to *tick without
+ * overflowing the shift. */
+static inline int hmt_col_event_start(unsigned type, const uint8_t *o, const uint8_t *oend, const uint8_t **t,
+                                      const uint8_t *end, uint64_t *tick, unsigned shift) {
+  uint64_t v;
+  if (type < HPCMEM_EV_MALLOC || type > HPCMEM_EV_MEMALIGN) return HMT_E_RECORD;
+  if ((size_t)(oend - o) < HMT_MAX_RECORD(0)) return HMT_E_RANGE;
+  if (!(*t = hmt_get_varint(*t, end, &v)) || *tick + v < *tick || ((*tick + v) << shift) >> shift != *tick + v)
+    return HMT_E_RECORD;
+  *tick += v;
+  return HMT_OK;
+}
+
 /** Decode a columnar payload back into rows at out (out_cap bytes) that
  *  the row decoder reads from *st.  On entry *st is the block header's
  *  base state; on return it is the state the rows start from (time rounded
@@ -777,12 +791,9 @@ static inline int hmt_columns_decode(const uint8_t *in, size_t len, hmt_state_t 
       if (d != HMT_OK) return d;
       continue;
     }
-    if (type < HPCMEM_EV_MALLOC || type > HPCMEM_EV_MEMALIGN) return HMT_E_RECORD;
-    if ((size_t)(oend - o) < HMT_MAX_RECORD(0)) return HMT_E_RANGE;
+    int d = hmt_col_event_start(type, o, oend, &s[1], se[1], &tick, shift);
+    if (d != HMT_OK) return d;
     uint64_t ptr = 0, old = 0, size = 0, align = 0, stack = 0;
-    if (!(s[1] = hmt_get_varint(s[1], se[1], &v)) || tick + v < tick || ((tick + v) << shift) >> shift != tick + v)
-      return HMT_E_RECORD;
-    tick += v;
     if (type == HPCMEM_EV_FREE) {
       if (tag & HMT_TAG_SAME_STACK) return HMT_E_RECORD;
       if (mode == 3) {
@@ -1114,12 +1125,9 @@ static inline int hmt_columns2_decode(const uint8_t *in, size_t len, hmt_state_t
       if (d != HMT_OK) return d;
       continue;
     }
-    if (type < HPCMEM_EV_MALLOC || type > HPCMEM_EV_MEMALIGN) return HMT_E_RECORD;
-    if ((size_t)(oend - o) < HMT_MAX_RECORD(0)) return HMT_E_RANGE;
+    int d = hmt_col_event_start(type, o, oend, &s[1], se[1], &tick, shift);
+    if (d != HMT_OK) return d;
     uint64_t ptr = 0, old = 0, size = 0, align = 0, stack = 0;
-    if (!(s[1] = hmt_get_varint(s[1], se[1], &v)) || tick + v < tick || ((tick + v) << shift) >> shift != tick + v)
-      return HMT_E_RECORD;
-    tick += v;
     if (type == HPCMEM_EV_FREE) {
       if (tag & (HMT_C2_SAME_STACK | HMT_C2_SAME_SIZE)) return HMT_E_RECORD;
       if (mode == 1 || mode == 3) {
