@@ -755,6 +755,20 @@ static inline int hmt_col_event_start(unsigned type, const uint8_t *o, const uin
   return HMT_OK;
 }
 
+/* The stream lengths at p, then the streams up to end: s[k]..se[k].  The
+ * tag stream holds one byte per record (count). */
+static inline int hmt_col_split(const uint8_t *p, const uint8_t *end, uint64_t count, const uint8_t **s,
+                                const uint8_t **se) {
+  uint64_t sl[HMT_COL_STREAMS];
+  for (int k = 0; k < HMT_COL_STREAMS; k++)
+    if (!(p = hmt_get_varint(p, end, &sl[k])) || sl[k] > (uint64_t)(end - p)) return HMT_E_RECORD;
+  for (int k = 0; k < HMT_COL_STREAMS; k++) {
+    if (sl[k] > (uint64_t)(end - p)) return HMT_E_RECORD;
+    s[k] = p; p += sl[k]; se[k] = p;
+  }
+  return p == end && sl[0] == count ? HMT_OK : HMT_E_RECORD;
+}
+
 /** Decode a columnar payload back into rows at out (out_cap bytes) that
  *  the row decoder reads from *st.  On entry *st is the block header's
  *  base state; on return it is the state the rows start from (time rounded
@@ -765,16 +779,10 @@ static inline int hmt_columns_decode(const uint8_t *in, size_t len, hmt_state_t 
                                      size_t *out_len, uint64_t *nrec, uint64_t *allocs, uint64_t count,
                                      hmt_col_freed_t *freed) {
   const uint8_t *p = in, *end = in + len;
-  uint64_t shift, sl[HMT_COL_STREAMS];
+  uint64_t shift;
   if (p >= end || *p++ != HMT_COL_MARK || !(p = hmt_get_varint(p, end, &shift)) || shift > 40) return HMT_E_RECORD;
-  for (int k = 0; k < HMT_COL_STREAMS; k++)
-    if (!(p = hmt_get_varint(p, end, &sl[k])) || sl[k] > (uint64_t)(end - p)) return HMT_E_RECORD;
   const uint8_t *s[HMT_COL_STREAMS], *se[HMT_COL_STREAMS];
-  for (int k = 0; k < HMT_COL_STREAMS; k++) {
-    if (sl[k] > (uint64_t)(end - p)) return HMT_E_RECORD;
-    s[k] = p; p += sl[k]; se[k] = p;
-  }
-  if (p != end || sl[0] != count) return HMT_E_RECORD;
+  if (hmt_col_split(p, end, count, s, se) != HMT_OK) return HMT_E_RECORD;
   for (uint32_t i = 0; i < HMT_COL_FREED; i++) freed[i].size = UINT64_MAX, freed[i].n = 0;
   st->time = (st->time >> shift) << shift;
   hmt_state_t row = *st;  /* the rows' encoder state */
@@ -1096,7 +1104,7 @@ static inline int hmt_columns2_decode(const uint8_t *in, size_t len, hmt_state_t
                                       size_t *out_len, uint64_t *nrec, uint64_t count, hmt_col_model_t *m,
                                       uint64_t *ring, uint64_t ring_cap, int chained) {
   const uint8_t *p = in, *end = in + len;
-  uint64_t shift, ns, sl[HMT_COL_STREAMS];
+  uint64_t shift, ns;
   if (p >= end || *p++ != HMT_COL2_MARK || !(p = hmt_get_varint(p, end, &shift)) || shift > 40 ||
       !(p = hmt_get_varint(p, end, &ns)) || ns != HMT_COL_STREAMS)
     return HMT_E_RECORD;
@@ -1104,14 +1112,8 @@ static inline int hmt_columns2_decode(const uint8_t *in, size_t len, hmt_state_t
   if (!ring_cap || (ring_cap & (ring_cap - 1)) ||
       ring_cap < (m->nalloc + count < HMT_C2_RING ? m->nalloc + count : HMT_C2_RING))
     return HMT_E_RANGE;
-  for (int k = 0; k < HMT_COL_STREAMS; k++)
-    if (!(p = hmt_get_varint(p, end, &sl[k])) || sl[k] > (uint64_t)(end - p)) return HMT_E_RECORD;
   const uint8_t *s[HMT_COL_STREAMS], *se[HMT_COL_STREAMS];
-  for (int k = 0; k < HMT_COL_STREAMS; k++) {
-    if (sl[k] > (uint64_t)(end - p)) return HMT_E_RECORD;
-    s[k] = p; p += sl[k]; se[k] = p;
-  }
-  if (p != end || sl[0] != count) return HMT_E_RECORD;
+  if (hmt_col_split(p, end, count, s, se) != HMT_OK) return HMT_E_RECORD;
   st->time = (st->time >> shift) << shift;
   hmt_state_t row = *st;
   uint64_t tick = st->time >> shift, v;
