@@ -420,14 +420,15 @@ static size_t raw_to_rows(hmt_tbuf_t *b, uint8_t *out, const uint64_t *w, const 
  * the last HMT_C2_RING (those a free may name), 16 bytes an entry at most
  * half full: it grows with the live set, rebuilt without the older entries
  * (freed by other threads) at twice the size when `more` insertions could
- * fill it over half, up to HMT_LIVE_MAX_BITS (1 MiB: 32,768 live
- * allocations, small enough to stay in cache; a bigger table cost the
- * writer ~60 ns an event in cache misses on a 400,000-object churn), and
- * never beyond HPCMEM_TRACE_BUFFER entries; the frees of
+ * fill it over half, up to 2^HMT_LIVE_MAX_BITS entries (4 MiB: 131,072
+ * live allocations -- enough for BWA-MEM's live set; a 16 MiB table cost
+ * the writer ~60 ns an event in cache misses on a 400,000-object churn,
+ * 1 MiB lost a third of the size gain on BWA-MEM), and never beyond
+ * HPCMEM_TRACE_BUFFER entries; the frees of
  * allocations it has no room for name their address instead).  Counted in
  * memory_bytes.  0, or -ENOMEM (then no models: format 1.1). */
 #define HMT_LIVE_MIN_BITS 12
-#define HMT_LIVE_MAX_BITS 16
+#define HMT_LIVE_MAX_BITS 18
 static int live_reserve(hmt_tbuf_t *b, uint64_t more) {
   if (!b->model && !(b->model = _hpcmem_trace_alloc(sizeof *b->model))) return -ENOMEM;
   hmt_c2_livemap_t *L = &b->live;
