@@ -37,10 +37,13 @@
  * TLB misses); only its interior is advised, see thp_advise. */
 #define THP_BLOCK_MIN ((size_t)16 << 20)
 
-/* Total bytes the quick list may hold.  Blocks of the huge arena (16 MiB
- * and more) never go on it: unmerged, they made the next larger block land
- * on fresh memory, and a size sweep with every page touched kept the
- * 64 MiB and the 128 MiB block resident at once (251 instead of 138 MiB). */
+/* Total bytes the quick list may hold; a block larger than this is kept
+ * alone.  Blocks of every size go on it: a miss sends the whole list to the
+ * trees before anything is carved (large_alloc), so a larger request still
+ * merges with and grows into what was freed (before that rule, a size sweep
+ * with every page touched kept the 64 MiB and the 128 MiB block resident at
+ * once, 251 instead of 138 MiB, and blocks of 16 MiB and more were kept
+ * off the list; a pair of 32 MiB then cost 3x a pair of 8 MiB). */
 #define QUICK_BYTES ((size_t)32 << 20)
 
 /* CACHED: freed, on the quick list, still in the hash table (see quick_push) */
@@ -575,7 +578,7 @@ static void quick_push(hpcmem_large_t *L, rec_t *r, uint64_t now) {
   L->free_bytes += r->size;
   L->retained_bytes += r->size;
   while (L->nquick && (L->nquick == L->quick_max || L->quick_bytes > QUICK_BYTES))
-    quick_evict(L, 0);
+    quick_evict(L, 0);     /* a block over QUICK_BYTES stays, alone */
   L->quick[L->nquick] = r;
   L->quick_usable[L->nquick] = usable(r);
   L->nquick++;
@@ -699,7 +702,10 @@ void _hpcmem_large_config_from_options(hpcmem_large_config_t *cfg) {
   cfg->align = (size_t)_hpcmem_opt(LARGE_ALIGN);
   cfg->min_split = (size_t)128 << 10;
   cfg->decay_ns = (uint64_t)_hpcmem_opt(DECAY_MS) * 1000000u;
-  cfg->thp = (int)_hpcmem_opt(THP);
+  /* huge pages for big blocks only on request: on the development VM a
+   * huge page faulted in cost 2-4 ms (2-3x its 512 small pages), and
+   * touching resident memory was no faster (docs/large-tier.md) */
+  cfg->thp = (int)(_hpcmem_opt(THP) && _hpcmem_opt(LARGE_THP));
   cfg->region = NULL;
   cfg->discard = 0;
   cfg->quick = HPCMEM_LARGE_QUICK;
@@ -740,7 +746,6 @@ int _hpcmem_large_init(hpcmem_large_t *L, const hpcmem_large_config_t *cfg) {
   L->decay_ns = c.decay_ns;
   /* decay 0 gives pages back at every free: nothing may wait on the list */
   L->quick_max = !c.decay_ns ? 0 : c.quick > HPCMEM_LARGE_QUICK ? HPCMEM_LARGE_QUICK : c.quick;
-  L->quick_block_max = THP_BLOCK_MIN;
   L->map = map;
   L->map_size = c.region ? meta : meta + reserve;
   L->discard = c.discard;
@@ -1014,7 +1019,7 @@ int _hpcmem_large_free(hpcmem_large_t *L, void *p, size_t *size_out) {
   size_t u = usable(r);
   unaccount_live(L, r);
   L->free_count++;
-  if (L->quick_max && r->size < L->quick_block_max) {
+  if (L->quick_max) {
     quick_push(L, r, now);
     DEBUG_LOCAL(L, r);
     finish_unlock(L, now);
@@ -1291,7 +1296,7 @@ static int check_locked(hpcmem_large_t *L) {
     if (i && L->quick[i - 1]->stamp > r->stamp) return fail("quick list out of order", r->start);
     qbytes += r->size;
   }
-  if (qbytes != L->quick_bytes || qbytes > QUICK_BYTES) return fail("quick list bytes", NULL);
+  if (qbytes != L->quick_bytes || (qbytes > QUICK_BYTES && L->nquick > 1)) return fail("quick list bytes", NULL);
   size_t nbusy = 0;
   for (const rec_t *r = L->busy; r; r = r->dnext) {
     if (r->state != REC_BUSY || ++nbusy > nrec) return fail("busy list", r);

@@ -94,7 +94,6 @@ typedef struct hpcmem_large {
    * not in the trees), oldest first; a request they fit takes one back
    * without a tree operation.  Sizes are kept here so a scan reads no record. */
   unsigned nquick, quick_max;
-  size_t quick_block_max;   /* only blocks smaller than this go on it */
   size_t quick_bytes;
   size_t quick_usable[HPCMEM_LARGE_QUICK];
   hpcmem_large_rec_t *quick[HPCMEM_LARGE_QUICK];
