@@ -41,6 +41,8 @@ typedef struct hpcmem_large_config {
                           memory the caller mapped (a segment's part of a shared mapping) */
   int discard;         /* decay drops the backing store too (MADV_REMOVE: shared memory) */
   unsigned quick;      /* freed blocks kept whole for reuse (at most HPCMEM_LARGE_QUICK; 0: none) */
+  size_t warm;         /* >0: at init, allocate and free a block of this size (see _hpcmem_large_init;
+                          _hpcmem_large_config_from_options leaves it 0) */
 } hpcmem_large_config_t;
 
 typedef struct hpcmem_large_rec hpcmem_large_rec_t;
@@ -99,6 +101,7 @@ typedef struct hpcmem_large {
   hpcmem_large_rec_t *quick[HPCMEM_LARGE_QUICK];
   uint64_t now_ns;         /* the clock as last read (see clock_tick) */
   unsigned tick;
+  hpcmem_large_rec_t *last_out;  /* the block handed out last: its free needs no hash probe */
 
   char *map;               /* whole reservation: records, then data (unless given a region) */
   size_t map_size;
@@ -133,8 +136,12 @@ typedef struct hpcmem_large {
  * defaults for the rest (reserve 1 TiB, min_split 128 KiB). */
 void _hpcmem_large_config_from_options(hpcmem_large_config_t *cfg);
 
-/* Reserve the region.  cfg NULL: from the options.  0 or -errno
- * (-EINVAL for a bad alignment, -ENOMEM when the reservation fails). */
+/* Reserve the region.  cfg NULL: from the options (and warmed with a block
+ * of HPCMEM_LARGE_THRESHOLD bytes: the process's tier).  0 or -errno
+ * (-EINVAL for a bad alignment, -ENOMEM when the reservation fails).
+ * With cfg->warm, one block of that size is allocated and freed (not
+ * counted, never touched, so it costs no RSS): it is on the quick list for
+ * the first request, and the tier's code and tables are no longer cold then. */
 int _hpcmem_large_init(hpcmem_large_t *L, const hpcmem_large_config_t *cfg);
 /* Give the whole reservation back (tests; the allocator never calls it). */
 void _hpcmem_large_destroy(hpcmem_large_t *L);

@@ -143,6 +143,39 @@ TEST(_hpcmem_large_config_from_options, HugePagesOnlyWhenAsked) {
   _hpcmem_options_load(environ);
 }
 
+// The process's tier (cfg NULL) allocates and frees one block of the
+// threshold at start-up: it waits on the quick list, uncounted and untouched,
+// and the first request of that size takes it back without growing.
+TEST(_hpcmem_large_init, WarmBlockWaitsOnTheQuickList) {
+  hpcmem_large_t L;
+  ASSERT_EQ(_hpcmem_large_init(&L, nullptr), 0);
+  hpcmem_large_stats_t s;
+  _hpcmem_large_stats(&L, &s);
+  EXPECT_EQ(s.alloc_count, 0u);
+  EXPECT_EQ(s.free_count, 0u);
+  EXPECT_EQ(s.grow_count, 0u);
+  EXPECT_EQ(s.live_blocks, 0u);
+  EXPECT_EQ(s.quick_blocks, 1u);
+  EXPECT_EQ(s.live_bytes + s.overhead_bytes + s.free_bytes, s.mapped_bytes);
+  size_t n = (size_t)_hpcmem_opt(LARGE_THRESHOLD);
+  void *p = _hpcmem_large_alloc(&L, n, 0);
+  ASSERT_NE(p, nullptr);
+  _hpcmem_large_stats(&L, &s);
+  EXPECT_EQ(s.grow_count, 0u);
+  EXPECT_EQ(s.quick_blocks, 0u);
+  EXPECT_EQ(_hpcmem_large_free(&L, p, nullptr), 0);
+  EXPECT_EQ(_hpcmem_large_check(&L), 0);
+  _hpcmem_large_destroy(&L);
+  // an explicit configuration is not warmed
+  hpcmem_large_config_t c;
+  _hpcmem_large_config_from_options(&c);
+  EXPECT_EQ(c.warm, 0u);
+  ASSERT_EQ(_hpcmem_large_init(&L, &c), 0);
+  _hpcmem_large_stats(&L, &s);
+  EXPECT_EQ(s.mapped_bytes, 0u);
+  _hpcmem_large_destroy(&L);
+}
+
 // ----------------------------------------------------------------- alloc
 
 TEST(_hpcmem_large_alloc, SplitsWhenRemainderIsLarge) {
@@ -385,6 +418,40 @@ TEST(_hpcmem_large_free, ReportsUsableSize) {
   EXPECT_EQ(_hpcmem_large_free(&t.L, a, &out), 0);
   EXPECT_EQ(out, u);
   EXPECT_EQ(t.check(), 0);
+}
+
+// free() of the block handed out last skips the hash probe; it must still
+// tell every bad or repeated free, whatever became of that block's record.
+TEST(_hpcmem_large_free, LastBlockHandedOut) {
+  for (unsigned q : {0u, (unsigned)HPCMEM_LARGE_QUICK}) {
+    Tier t(NEVER, 4096 * MiB, 256, 128 * KiB, q);
+    char *a = t.alloc(1 * MiB);
+    ASSERT_NE(a, nullptr);
+    EXPECT_EQ(t.free(a + 256), -EINVAL);      // interior pointer of the last block
+    EXPECT_EQ(t.free(a), 0);
+    EXPECT_EQ(t.free(a), -EALREADY);          // its record is cached or recycled now
+    char *b = t.alloc(2 * MiB), *c = t.alloc(1 * MiB);
+    ASSERT_TRUE(b && c);
+    EXPECT_EQ(t.free(b), 0);                  // not the last one: found by the probe
+    EXPECT_EQ(t.free(c), 0);
+    EXPECT_EQ(t.free(c), -EALREADY);
+    EXPECT_EQ(t.free(b), -EALREADY);
+    auto s = t.stats();
+    EXPECT_EQ(s.live_blocks, 0u);
+    EXPECT_EQ(s.error_count, 4u);
+    EXPECT_EQ(t.check(), 0);
+    // the record of the last block, recycled by a merge and reused for a
+    // block elsewhere, still does not vouch for the old pointer
+    char *d = t.alloc(8 * MiB), *e = t.alloc(128 * KiB);
+    ASSERT_TRUE(d && e);
+    EXPECT_EQ(t.free(e), 0);
+    EXPECT_EQ(t.free(d), 0);
+    char *f = t.alloc(3 * MiB);
+    ASSERT_NE(f, nullptr);
+    if (f != e) EXPECT_EQ(t.free(e), -EALREADY);
+    EXPECT_EQ(t.free(f), 0);
+    EXPECT_EQ(t.check(), 0);
+  }
 }
 
 TEST(_hpcmem_large_free, ForeignPointer) {
