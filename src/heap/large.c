@@ -702,10 +702,14 @@ void _hpcmem_large_config_from_options(hpcmem_large_config_t *cfg) {
   cfg->align = (size_t)_hpcmem_opt(LARGE_ALIGN);
   cfg->min_split = (size_t)128 << 10;
   cfg->decay_ns = (uint64_t)_hpcmem_opt(DECAY_MS) * 1000000u;
-  /* huge pages for big blocks only on request: on the development VM a
-   * huge page faulted in cost 2-4 ms (2-3x its 512 small pages), and
-   * touching resident memory was no faster (docs/large-tier.md) */
-  cfg->thp = (int)(_hpcmem_opt(THP) && _hpcmem_opt(LARGE_THP));
+  /* huge pages for big blocks where the kernel hands them out without
+   * compacting memory in the fault: where it compacts (defrag "madvise", the
+   * default), a huge page faulted in cost 2-4 ms on the development VM, 2-3x
+   * its 512 small pages, and resident memory was no faster to touch
+   * (docs/large-tier.md) */
+  int64_t mode = _hpcmem_opt(LARGE_THP);
+  cfg->thp = _hpcmem_opt(THP) && (mode == HPCMEM_LARGE_THP_ON ||
+                                  (mode == HPCMEM_LARGE_THP_AUTO && _hpcmem_prim_thp_fault_stalls() == 0));
   cfg->region = NULL;
   cfg->discard = 0;
   cfg->quick = HPCMEM_LARGE_QUICK;

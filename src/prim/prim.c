@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -43,6 +44,29 @@ int _hpcmem_prim_hugepages(void *p, size_t size, int on) {
   (void)p; (void)size; (void)on;
   return -ENOSYS;
 #endif
+}
+
+int _hpcmem_thp_defrag_stalls(const char *text) {
+  const char *open_ = text ? strchr(text, '[') : NULL;
+  const char *close_ = open_ ? strchr(open_, ']') : NULL;
+  if (!close_) return -1;
+  size_t n = (size_t)(close_ - open_ - 1);
+  static const struct { const char *name; int stalls; } choice[] = {
+    {"always", 1}, {"madvise", 1}, {"defer+madvise", 1}, {"defer", 0}, {"never", 0}};
+  for (size_t i = 0; i < sizeof choice / sizeof choice[0]; i++)
+    if (strlen(choice[i].name) == n && memcmp(open_ + 1, choice[i].name, n) == 0) return choice[i].stalls;
+  return -1;
+}
+
+int _hpcmem_prim_thp_fault_stalls(void) {
+  char buf[128];
+  int fd = open("/sys/kernel/mm/transparent_hugepage/defrag", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = 0;
+  return _hpcmem_thp_defrag_stalls(buf);
 }
 
 /* The NUMA calls are the kernel's own, made directly: libnuma's mbind,

@@ -18,6 +18,13 @@ int _hpcmem_prim_release(void *p, size_t size);
 int _hpcmem_prim_decommit(void *p, size_t size);
 /* Ask for transparent huge pages on a range (on != 0) or against them. */
 int _hpcmem_prim_hugepages(void *p, size_t size, int on);
+/* Does a fault in a range advised for huge pages make the kernel compact
+ * memory before it returns?  From the bracketed choice of a text in the form
+ * of /sys/kernel/mm/transparent_hugepage/defrag: 1 for always, madvise and
+ * defer+madvise, 0 for defer and never, -1 if there is no bracketed choice. */
+int _hpcmem_thp_defrag_stalls(const char *text);
+/* The same for this machine's kernel (raw read, no heap); -1 if unknown. */
+int _hpcmem_prim_thp_fault_stalls(void);
 /* Interleave the pages of a range over the NUMA nodes in the mask
  * (mbind MPOL_INTERLEAVE); 0 or -errno. */
 int _hpcmem_prim_interleave(void *p, size_t size, const unsigned long *nodemask, unsigned long maxnode);

@@ -21,6 +21,7 @@
   X(LARGE_ALIGN, POW2, "256", 16, 4096, "", "alignment of large-block data (bytes)") \
   X(DECAY_MS, INT, "1000", 0, 3600000, "", "free large-tier pages unused this long go back to the OS (0: at once)") \
   X(THP, BOOL, "1", 0, 1, "", "use transparent huge pages for the large region and the interleaved segment where the kernel allows") \
+  X(LARGE_THP, ENUM, "auto", 0, 2, "auto|on|off", "huge pages for large blocks of 16 MiB and more (with HPCMEM_THP=1); auto: only where the kernel gives them without compacting memory at fault time (docs/large-tier.md)") \
   X(CHECK, BOOL, "0", 0, 1, "", "cheap consistency checks in a release build") \
   X(ON_ERROR, ENUM, "abort", 0, 2, "abort|warn|ignore", "what to do after reporting an invalid or double free") \
   X(DEFAULT_SEGMENT, ENUM, "private", 0, 2, "private|shared|interleaved", "segment that plain malloc uses") \
@@ -53,6 +54,7 @@ typedef enum { HPCMEM_OT_BOOL, HPCMEM_OT_INT, HPCMEM_OT_SIZE, HPCMEM_OT_ENUM,
                HPCMEM_OT_STRING, HPCMEM_OT_POW2 } hpcmem_opt_type_t;
 
 enum { HPCMEM_ON_ERROR_ABORT, HPCMEM_ON_ERROR_WARN, HPCMEM_ON_ERROR_IGNORE };
+enum { HPCMEM_LARGE_THP_AUTO, HPCMEM_LARGE_THP_ON, HPCMEM_LARGE_THP_OFF };
 enum { HPCMEM_REPORT_OFF, HPCMEM_REPORT_SUMMARY, HPCMEM_REPORT_FULL, HPCMEM_REPORT_AUTO };
 enum { HPCMEM_COMPRESS_ZSTD, HPCMEM_COMPRESS_ZLIB, HPCMEM_COMPRESS_NONE };
 

@@ -1,6 +1,7 @@
 // Unit tests of the large-block tier (src/heap/large.c), through its
 // internal interface.  Every test ends with _hpcmem_large_check.
 #include <gtest/gtest.h>
+#include <fstream>
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
@@ -125,7 +126,10 @@ TEST(_hpcmem_large_init, FromOptions) {
 // Huge pages for big blocks need both HPCMEM_THP and HPCMEM_LARGE_THP; the
 // latter is off by default (a huge page faulted in cost 2-3x its small pages
 // under the development VM's hypervisor, docs/large-tier.md).
-TEST(_hpcmem_large_config_from_options, HugePagesOnlyWhenAsked) {
+// HPCMEM_LARGE_THP=auto (the default) follows the kernel: huge pages for big
+// blocks only where a fault does not compact memory first; on/off force it;
+// HPCMEM_THP=0 turns every huge page off.
+TEST(_hpcmem_large_config_from_options, HugePagesWhereTheKernelAllows) {
   _hpcmem_options_init();
   auto thp = [](std::vector<std::string> vars) {
     std::vector<char *> env;
@@ -136,11 +140,38 @@ TEST(_hpcmem_large_config_from_options, HugePagesOnlyWhenAsked) {
     _hpcmem_large_config_from_options(&c);
     return c.thp;
   };
-  EXPECT_EQ(thp({}), 0);
-  EXPECT_EQ(thp({"HPCMEM_THP=1"}), 0);
-  EXPECT_EQ(thp({"HPCMEM_LARGE_THP=1"}), 1);
-  EXPECT_EQ(thp({"HPCMEM_THP=0", "HPCMEM_LARGE_THP=1"}), 0);
+  std::string defrag;
+  std::getline(std::ifstream("/sys/kernel/mm/transparent_hugepage/defrag"), defrag);
+  bool calm = defrag.find("[defer]") != std::string::npos || defrag.find("[never]") != std::string::npos;
+  EXPECT_EQ(thp({}), calm ? 1 : 0) << defrag;
+  EXPECT_EQ(thp({"HPCMEM_LARGE_THP=auto"}), calm ? 1 : 0) << defrag;
+  EXPECT_EQ(thp({"HPCMEM_LARGE_THP=on"}), 1);
+  EXPECT_EQ(thp({"HPCMEM_LARGE_THP=off"}), 0);
+  EXPECT_EQ(thp({"HPCMEM_THP=0", "HPCMEM_LARGE_THP=on"}), 0);
   _hpcmem_options_load(environ);
+}
+
+// The defrag file's bracketed choice decides whether a huge-page fault stalls.
+TEST(_hpcmem_thp_defrag_stalls, BracketedChoice) {
+  EXPECT_EQ(_hpcmem_thp_defrag_stalls("always defer defer+madvise [madvise] never\n"), 1);
+  EXPECT_EQ(_hpcmem_thp_defrag_stalls("[always] defer defer+madvise madvise never"), 1);
+  EXPECT_EQ(_hpcmem_thp_defrag_stalls("always defer [defer+madvise] madvise never"), 1);
+  EXPECT_EQ(_hpcmem_thp_defrag_stalls("always [defer] defer+madvise madvise never"), 0);
+  EXPECT_EQ(_hpcmem_thp_defrag_stalls("always defer defer+madvise madvise [never]"), 0);
+  EXPECT_EQ(_hpcmem_thp_defrag_stalls("always defer madvise never"), -1);   // no choice marked
+  EXPECT_EQ(_hpcmem_thp_defrag_stalls("[sometimes] never"), -1);            // unknown word
+  EXPECT_EQ(_hpcmem_thp_defrag_stalls("[madvise"), -1);                     // cut short
+  EXPECT_EQ(_hpcmem_thp_defrag_stalls(""), -1);
+  EXPECT_EQ(_hpcmem_thp_defrag_stalls(nullptr), -1);
+}
+
+// This kernel's answer agrees with its file (or -1 where there is no THP).
+TEST(_hpcmem_prim_thp_fault_stalls, ReadsTheKernelSetting) {
+  std::string defrag;
+  std::ifstream f("/sys/kernel/mm/transparent_hugepage/defrag");
+  if (!std::getline(f, defrag)) { EXPECT_EQ(_hpcmem_prim_thp_fault_stalls(), -1); return; }
+  EXPECT_EQ(_hpcmem_prim_thp_fault_stalls(), _hpcmem_thp_defrag_stalls(defrag.c_str()));
+  EXPECT_NE(_hpcmem_prim_thp_fault_stalls(), -1) << defrag;
 }
 
 // The process's tier (cfg NULL) allocates and frees one block of the
