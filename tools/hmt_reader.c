@@ -716,13 +716,33 @@ static int fill(hmt_reader_t *r, stream_t *s) {
   }
 }
 
+/* The address an event gives back (a free, a realloc that moved), or 0. */
+static uint64_t released(const hmt_event_t *e) {
+  if (e->type == HPCMEM_EV_FREE) return e->ptr;
+  if (e->type == HPCMEM_EV_REALLOC && e->old_ptr != e->ptr) return e->old_ptr;
+  return 0;
+}
+
+int hmt_event_frees(const hmt_event_t *e) {
+  return e->type == HPCMEM_EV_FREE || (e->type == HPCMEM_EV_REALLOC && !e->ptr);
+}
+
+/* Merge order of two threads' next events.  Columnar blocks keep time in
+ * ticks (2^16 ns since format 1.3), rounded down, so events of different
+ * threads in the same tick come in an unknown order: a free goes before
+ * another thread's allocation of the address it gave back (which it made
+ * possible); otherwise allocations go before frees -- the peak within a
+ * tick errs upwards, never below what the program held (a thread's last
+ * allocations before a barrier against another's frees after it) -- and
+ * then the order in the file.  A thread's own order is never changed. */
 static int before(const hmt_reader_t *r, size_t a, size_t b) {
   const stream_t *x = &r->streams[a], *y = &r->streams[b];
   if (x->ev.time != y->ev.time) return x->ev.time < y->ev.time;
-  /* same tick (columnar blocks keep time to 2^10 ns): a free comes before
-   * another thread's allocation of the same address, which it made possible */
-  if (x->ev.type == HPCMEM_EV_FREE && y->ev.type != HPCMEM_EV_FREE && x->ev.ptr && x->ev.ptr == y->ev.ptr) return 1;
-  if (y->ev.type == HPCMEM_EV_FREE && x->ev.type != HPCMEM_EV_FREE && y->ev.ptr && y->ev.ptr == x->ev.ptr) return 0;
+  uint64_t rx = released(&x->ev), ry = released(&y->ev);
+  if (rx && rx == y->ev.ptr && !hmt_event_frees(&y->ev)) return 1;
+  if (ry && ry == x->ev.ptr && !hmt_event_frees(&x->ev)) return 0;
+  int fx = hmt_event_frees(&x->ev), fy = hmt_event_frees(&y->ev);
+  if (fx != fy) return fy;
   if (x->block_off != y->block_off) return x->block_off < y->block_off;
   return a < b;
 }

@@ -54,7 +54,7 @@ int main(int argc, char **argv) {
     total++;
   }
   if (k < 0) { fprintf(stderr, "%s\n", hmt_error(r)->message); return 1; }
-  const unsigned shift = 10;
+  const unsigned shift = argc > 3 ? (unsigned)atoi(argv[3]) : 10;
   double whole[2] = {0, 0}, per[2][HMT_COL_STREAMS] = {{0}};
   size_t blocks = 0, bad = 0, modes[8][4] = {{0}};
   uint8_t *rows = malloc(block + 4096), *col = malloc(block + 4096 + 64), *back = malloc(4 * block + 65536);
