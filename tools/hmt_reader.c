@@ -178,26 +178,25 @@ static int load_payload(hmt_reader_t *r, const blk_t *k, hmt_error_t *e) {
 #define MAX_RATIO 8192
 #define RATIO_SLACK (1u << 20)
 
-static int decompress(hmt_reader_t *r, const blk_t *k, uint8_t **raw, size_t *cap, hmt_error_t *e) {
-  size_t rl = k->b.raw_len;
-  if (k->b.codec != HMT_CODEC_NONE && rl > (uint64_t)k->b.stored_len * MAX_RATIO + RATIO_SLACK)
-    return fail(r, e, HMT_E_RANGE, k->off, "block claims %zu bytes from %u compressed bytes", rl, k->b.stored_len);
+/* src (slen bytes, one frame of codec) into exactly rl bytes at dst. */
+static int inflate_to(hmt_reader_t *r, hmt_error_t *e, const blk_t *k, unsigned codec, const uint8_t *src, size_t slen,
+                      uint8_t *dst, size_t rl) {
 #ifdef HAVE_ZSTD
-  if (k->b.codec == HMT_CODEC_ZSTD) {
-    unsigned long long cs = ZSTD_getFrameContentSize(r->stored, k->b.stored_len);
+  if (codec == HMT_CODEC_ZSTD) {
+    unsigned long long cs = ZSTD_getFrameContentSize(src, slen);
     if (cs != rl)
       return fail(r, e, HMT_E_RECORD, k->off, "zstd frame holds %lld bytes, the block header says %zu",
                   cs == ZSTD_CONTENTSIZE_UNKNOWN || cs == ZSTD_CONTENTSIZE_ERROR ? -1LL : (long long)cs, rl);
   }
 #endif
-  if (grow_buf(raw, cap, rl + 1)) return fail(r, e, -ENOMEM, k->off, "out of memory");
-  switch (k->b.codec) {
+  switch (codec) {
     case HMT_CODEC_NONE:
-      memcpy(*raw, r->stored, rl);
+      if (slen != rl) return fail(r, e, HMT_E_RECORD, k->off, "stored %zu bytes for %zu", slen, rl);
+      memcpy(dst, src, rl);
       return 0;
     case HMT_CODEC_ZSTD: {
 #ifdef HAVE_ZSTD
-      size_t n = ZSTD_decompress(*raw, rl, r->stored, k->b.stored_len);
+      size_t n = ZSTD_decompress(dst, rl, src, slen);
       if (ZSTD_isError(n) || n != rl)
         return fail(r, e, HMT_E_RECORD, k->off, "zstd payload does not decompress to %zu bytes%s%s", rl,
                     ZSTD_isError(n) ? ": " : "", ZSTD_isError(n) ? ZSTD_getErrorName(n) : "");
@@ -209,7 +208,7 @@ static int decompress(hmt_reader_t *r, const blk_t *k, uint8_t **raw, size_t *ca
     case HMT_CODEC_ZLIB: {
 #ifdef HAVE_ZLIB
       uLongf n = (uLongf)rl;
-      int zr = uncompress(*raw, &n, r->stored, (uLong)k->b.stored_len);
+      int zr = uncompress(dst, &n, src, (uLong)slen);
       if (zr != Z_OK || n != rl)
         return fail(r, e, HMT_E_RECORD, k->off, "zlib payload does not decompress to %zu bytes (zlib %d)", rl, zr);
       return 0;
@@ -218,7 +217,32 @@ static int decompress(hmt_reader_t *r, const blk_t *k, uint8_t **raw, size_t *ca
 #endif
     }
   }
-  return fail(r, e, HMT_E_RANGE, k->off, "unknown codec %u", k->b.codec);
+  return fail(r, e, HMT_E_RANGE, k->off, "unknown codec %u", codec);
+}
+
+static int decompress(hmt_reader_t *r, const blk_t *k, uint8_t **raw, size_t *cap, hmt_error_t *e) {
+  size_t rl = k->b.raw_len;
+  if (k->b.codec != HMT_CODEC_NONE && rl > (uint64_t)k->b.stored_len * MAX_RATIO + RATIO_SLACK)
+    return fail(r, e, HMT_E_RANGE, k->off, "block claims %zu bytes from %u compressed bytes", rl, k->b.stored_len);
+  if (grow_buf(raw, cap, rl + 1)) return fail(r, e, -ENOMEM, k->off, "out of memory");
+  if (k->b.type != HMT_BLOCK_EVENTS || !(k->b.flags & HMT_BF_SPLIT)) {
+    if (k->b.codec == HMT_CODEC_NONE) { memcpy(*raw, r->stored, rl); return 0; }
+    return inflate_to(r, e, k, k->b.codec, r->stored, k->b.stored_len, *raw, rl);
+  }
+  /* format 1.3: the streams one by one, back into the format 1.2 payload */
+  hmt_split_t sp;
+  if ((k->b.flags & (HMT_BF_COLUMNS | HMT_BF_MODELS)) != (HMT_BF_COLUMNS | HMT_BF_MODELS) ||
+      hmt_split_parse(r->stored, k->b.stored_len, rl, &sp) != HMT_OK)
+    return fail(r, e, HMT_E_RECORD, k->off, "malformed head of a block of separately compressed streams");
+  uint8_t *o = *raw + hmt_split_c2_head(&sp, *raw);
+  const uint8_t *src = r->stored + sp.head;
+  for (int i = 0; i < HMT_COL_STREAMS; i++) {
+    unsigned codec = sp.stored[i] == sp.raw[i] ? HMT_CODEC_NONE : k->b.codec;
+    int err = inflate_to(r, e, k, codec, src, sp.stored[i], o, sp.raw[i]);
+    if (err) return err;
+    src += sp.stored[i]; o += sp.raw[i];
+  }
+  return 0;
 }
 
 /* ---- meta blocks ----------------------------------------------------- */

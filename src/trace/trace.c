@@ -478,7 +478,8 @@ static int write_rows(hmt_tbuf_t *b, int may_wait) {
   blk.codec = comp ? (uint8_t)G.codec : HMT_CODEC_NONE;
   if (comp && columns) {
     blk.flags = HMT_BF_COLUMNS;
-    if (columns == 2) blk.flags |= HMT_BF_MODELS | (chained ? HMT_BF_CHAIN : 0);
+    if (columns >= 2) blk.flags |= HMT_BF_MODELS | (chained ? HMT_BF_CHAIN : 0);
+    if (columns == 3) blk.flags |= HMT_BF_SPLIT;
     blk.raw_len = (uint32_t)raw_len;
   }
   blk.stored_len = (uint32_t)out_len;
@@ -487,7 +488,7 @@ static int write_rows(hmt_tbuf_t *b, int may_wait) {
   if (err) { STAT_ADD(write_errors, 1); return err; }
   /* a block in rows or 1.1 columns, or one not written, leaves the reader's
    * models where they were: the next block starts them afresh */
-  b->chain = comp && columns == 2;
+  b->chain = comp && columns >= 2;
   STAT_ADD(blocks, 1); STAT_ADD(raw_bytes, len); STAT_ADD(stored_bytes, out_len);
   if (t_writer) STAT_ADD(writer_blocks, 1);
   return 0;
