@@ -35,7 +35,7 @@ extern "C" {
 
 #define HMT_FILE_MAGIC "HPCMEMTR"          /**< 8 bytes at offset 0 */
 #define HMT_VERSION_MAJOR 1                /**< readers reject other majors */
-#define HMT_VERSION_MINOR 2                /**< readers accept any minor (1: columnar EVENTS blocks, 2: with chained models) */
+#define HMT_VERSION_MINOR 3                /**< readers accept any minor (1: columnar EVENTS blocks, 2: with chained models, 3: streams compressed one by one) */
 #define HMT_HEADER_SIZE 256
 #define HMT_BLOCK_MAGIC 0x42544d48u        /**< "HMTB" in file byte order */
 #define HMT_BLOCK_HEADER_SIZE 56
@@ -1196,6 +1196,95 @@ static inline int hmt_columns2_decode(const uint8_t *in, size_t len, hmt_state_t
   *out_len = (size_t)(o - out);
   *nrec = count;
   return HMT_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Streams compressed one by one (format 1.3, block flag HMT_BF_SPLIT    */
+/* with HMT_BF_COLUMNS | HMT_BF_MODELS [| HMT_BF_CHAIN])                 */
+/*                                                                      */
+/* The streams of a format 1.2 payload, each compressed on its own: the  */
+/* bytes of each stream have statistics of their own, which one frame    */
+/* over all of them mixes.  Stored payload: byte 0xC3, varint tick shift  */
+/* s, varint stream count (7), per stream varint raw length and varint    */
+/* stored length, then the stored streams in order -- each one frame of   */
+/* the block's codec (zstd frame, zlib stream), or the bytes as they are  */
+/* when its stored length equals its raw length (empty: 0 and 0).  The    */
+/* block's raw_len is the length of the format 1.2 payload the streams    */
+/* make (mark 0xC2, s, 7, the raw lengths, the streams), which the        */
+/* decoder reads as any format 1.2 block.                                 */
+
+#define HMT_BF_SPLIT 0x8        /**< block flag: the column streams compressed one by one (format 1.3, mark 0xC3) */
+#define HMT_SPLIT_MARK 0xC3
+#define HMT_SPLIT_HEAD_MAX (1 + 10 + 10 + HMT_COL_STREAMS * 20)  /**< longest head of a split payload */
+
+typedef struct {
+  uint64_t shift;
+  uint64_t raw[HMT_COL_STREAMS], stored[HMT_COL_STREAMS];
+  size_t head;  /**< bytes of the head: the stored streams follow */
+} hmt_split_t;
+
+/** The streams of a format 1.2 payload (p, len): shift, lengths and where
+ *  the first starts.  HMT_OK or HMT_E_RECORD. */
+static inline int hmt_c2_streams(const uint8_t *p, size_t len, uint64_t *shift, uint64_t *sl, size_t *head) {
+  const uint8_t *q = p, *end = p + len;
+  uint64_t ns, total = 0;
+  if (q >= end || *q++ != HMT_COL2_MARK || !(q = hmt_get_varint(q, end, shift)) ||
+      !(q = hmt_get_varint(q, end, &ns)) || ns != HMT_COL_STREAMS)
+    return HMT_E_RECORD;
+  for (int k = 0; k < HMT_COL_STREAMS; k++) {
+    if (!(q = hmt_get_varint(q, end, &sl[k])) || sl[k] > len) return HMT_E_RECORD;
+    total += sl[k];
+  }
+  *head = (size_t)(q - p);
+  return total == (uint64_t)(end - q) ? HMT_OK : HMT_E_RECORD;
+}
+
+/** Write the head of a split payload at out (HMT_SPLIT_HEAD_MAX bytes); its length. */
+static inline size_t hmt_split_put_head(uint8_t *out, const hmt_split_t *sp) {
+  uint8_t *o = out;
+  *o++ = HMT_SPLIT_MARK;
+  o = hmt_put_varint(o, sp->shift);
+  o = hmt_put_varint(o, HMT_COL_STREAMS);
+  for (int k = 0; k < HMT_COL_STREAMS; k++) {
+    o = hmt_put_varint(o, sp->raw[k]);
+    o = hmt_put_varint(o, sp->stored[k]);
+  }
+  return (size_t)(o - out);
+}
+
+/** Read the head of a split payload of len stored bytes: HMT_OK when the
+ *  stored streams fill the rest exactly and make a format 1.2 payload of
+ *  raw_len bytes (the block header's). */
+static inline int hmt_split_parse(const uint8_t *p, size_t len, uint64_t raw_len, hmt_split_t *sp) {
+  const uint8_t *q = p, *end = p + len;
+  uint64_t ns, stored = 0, raw = 0;
+  if (q >= end || *q++ != HMT_SPLIT_MARK || !(q = hmt_get_varint(q, end, &sp->shift)) || sp->shift > 40 ||
+      !(q = hmt_get_varint(q, end, &ns)) || ns != HMT_COL_STREAMS)
+    return HMT_E_RECORD;
+  uint8_t tmp[HMT_SPLIT_HEAD_MAX], *t = tmp;
+  *t++ = HMT_COL2_MARK;
+  t = hmt_put_varint(t, sp->shift);
+  t = hmt_put_varint(t, HMT_COL_STREAMS);
+  for (int k = 0; k < HMT_COL_STREAMS; k++) {
+    if (!(q = hmt_get_varint(q, end, &sp->raw[k])) || !(q = hmt_get_varint(q, end, &sp->stored[k])) ||
+        sp->raw[k] > HMT_MAX_BLOCK || sp->stored[k] > len || (sp->stored[k] == 0) != (sp->raw[k] == 0))
+      return HMT_E_RECORD;
+    stored += sp->stored[k]; raw += sp->raw[k];
+    t = hmt_put_varint(t, sp->raw[k]);
+  }
+  sp->head = (size_t)(q - p);
+  return stored == (uint64_t)(end - q) && raw + (uint64_t)(t - tmp) == raw_len ? HMT_OK : HMT_E_RECORD;
+}
+
+/** Write the head of the format 1.2 payload that a split payload makes;
+ *  its length (the streams follow it, raw, in order). */
+static inline size_t hmt_split_c2_head(const hmt_split_t *sp, uint8_t *out) {
+  uint8_t *o = out;
+  *o++ = HMT_COL2_MARK;
+  o = hmt_put_varint(o, sp->shift);
+  o = hmt_put_varint(o, HMT_COL_STREAMS);
+  for (int k = 0; k < HMT_COL_STREAMS; k++) o = hmt_put_varint(o, sp->raw[k]);
+  return (size_t)(o - out);
 }
 
 /* ------------------------------------------------------------------ */

@@ -178,26 +178,25 @@ static int load_payload(hmt_reader_t *r, const blk_t *k, hmt_error_t *e) {
 #define MAX_RATIO 8192
 #define RATIO_SLACK (1u << 20)
 
-static int decompress(hmt_reader_t *r, const blk_t *k, uint8_t **raw, size_t *cap, hmt_error_t *e) {
-  size_t rl = k->b.raw_len;
-  if (k->b.codec != HMT_CODEC_NONE && rl > (uint64_t)k->b.stored_len * MAX_RATIO + RATIO_SLACK)
-    return fail(r, e, HMT_E_RANGE, k->off, "block claims %zu bytes from %u compressed bytes", rl, k->b.stored_len);
+/* src (slen bytes, one frame of codec) into exactly rl bytes at dst. */
+static int inflate_to(hmt_reader_t *r, hmt_error_t *e, const blk_t *k, unsigned codec, const uint8_t *src, size_t slen,
+                      uint8_t *dst, size_t rl) {
 #ifdef HAVE_ZSTD
-  if (k->b.codec == HMT_CODEC_ZSTD) {
-    unsigned long long cs = ZSTD_getFrameContentSize(r->stored, k->b.stored_len);
+  if (codec == HMT_CODEC_ZSTD) {
+    unsigned long long cs = ZSTD_getFrameContentSize(src, slen);
     if (cs != rl)
       return fail(r, e, HMT_E_RECORD, k->off, "zstd frame holds %lld bytes, the block header says %zu",
                   cs == ZSTD_CONTENTSIZE_UNKNOWN || cs == ZSTD_CONTENTSIZE_ERROR ? -1LL : (long long)cs, rl);
   }
 #endif
-  if (grow_buf(raw, cap, rl + 1)) return fail(r, e, -ENOMEM, k->off, "out of memory");
-  switch (k->b.codec) {
+  switch (codec) {
     case HMT_CODEC_NONE:
-      memcpy(*raw, r->stored, rl);
+      if (slen != rl) return fail(r, e, HMT_E_RECORD, k->off, "stored %zu bytes for %zu", slen, rl);
+      memcpy(dst, src, rl);
       return 0;
     case HMT_CODEC_ZSTD: {
 #ifdef HAVE_ZSTD
-      size_t n = ZSTD_decompress(*raw, rl, r->stored, k->b.stored_len);
+      size_t n = ZSTD_decompress(dst, rl, src, slen);
       if (ZSTD_isError(n) || n != rl)
         return fail(r, e, HMT_E_RECORD, k->off, "zstd payload does not decompress to %zu bytes%s%s", rl,
                     ZSTD_isError(n) ? ": " : "", ZSTD_isError(n) ? ZSTD_getErrorName(n) : "");
@@ -209,7 +208,7 @@ static int decompress(hmt_reader_t *r, const blk_t *k, uint8_t **raw, size_t *ca
     case HMT_CODEC_ZLIB: {
 #ifdef HAVE_ZLIB
       uLongf n = (uLongf)rl;
-      int zr = uncompress(*raw, &n, r->stored, (uLong)k->b.stored_len);
+      int zr = uncompress(dst, &n, src, (uLong)slen);
       if (zr != Z_OK || n != rl)
         return fail(r, e, HMT_E_RECORD, k->off, "zlib payload does not decompress to %zu bytes (zlib %d)", rl, zr);
       return 0;
@@ -218,7 +217,32 @@ static int decompress(hmt_reader_t *r, const blk_t *k, uint8_t **raw, size_t *ca
 #endif
     }
   }
-  return fail(r, e, HMT_E_RANGE, k->off, "unknown codec %u", k->b.codec);
+  return fail(r, e, HMT_E_RANGE, k->off, "unknown codec %u", codec);
+}
+
+static int decompress(hmt_reader_t *r, const blk_t *k, uint8_t **raw, size_t *cap, hmt_error_t *e) {
+  size_t rl = k->b.raw_len;
+  if (k->b.codec != HMT_CODEC_NONE && rl > (uint64_t)k->b.stored_len * MAX_RATIO + RATIO_SLACK)
+    return fail(r, e, HMT_E_RANGE, k->off, "block claims %zu bytes from %u compressed bytes", rl, k->b.stored_len);
+  if (grow_buf(raw, cap, rl + 1)) return fail(r, e, -ENOMEM, k->off, "out of memory");
+  if (k->b.type != HMT_BLOCK_EVENTS || !(k->b.flags & HMT_BF_SPLIT)) {
+    if (k->b.codec == HMT_CODEC_NONE) { memcpy(*raw, r->stored, rl); return 0; }
+    return inflate_to(r, e, k, k->b.codec, r->stored, k->b.stored_len, *raw, rl);
+  }
+  /* format 1.3: the streams one by one, back into the format 1.2 payload */
+  hmt_split_t sp;
+  if ((k->b.flags & (HMT_BF_COLUMNS | HMT_BF_MODELS)) != (HMT_BF_COLUMNS | HMT_BF_MODELS) ||
+      hmt_split_parse(r->stored, k->b.stored_len, rl, &sp) != HMT_OK)
+    return fail(r, e, HMT_E_RECORD, k->off, "malformed head of a block of separately compressed streams");
+  uint8_t *o = *raw + hmt_split_c2_head(&sp, *raw);
+  const uint8_t *src = r->stored + sp.head;
+  for (int i = 0; i < HMT_COL_STREAMS; i++) {
+    unsigned codec = sp.stored[i] == sp.raw[i] ? HMT_CODEC_NONE : k->b.codec;
+    int err = inflate_to(r, e, k, codec, src, sp.stored[i], o, sp.raw[i]);
+    if (err) return err;
+    src += sp.stored[i]; o += sp.raw[i];
+  }
+  return 0;
 }
 
 /* ---- meta blocks ----------------------------------------------------- */
@@ -716,13 +740,33 @@ static int fill(hmt_reader_t *r, stream_t *s) {
   }
 }
 
+/* The address an event gives back (a free, a realloc that moved), or 0. */
+static uint64_t released(const hmt_event_t *e) {
+  if (e->type == HPCMEM_EV_FREE) return e->ptr;
+  if (e->type == HPCMEM_EV_REALLOC && e->old_ptr != e->ptr) return e->old_ptr;
+  return 0;
+}
+
+int hmt_event_frees(const hmt_event_t *e) {
+  return e->type == HPCMEM_EV_FREE || (e->type == HPCMEM_EV_REALLOC && !e->ptr);
+}
+
+/* Merge order of two threads' next events.  Columnar blocks keep time in
+ * ticks (2^16 ns since format 1.3), rounded down, so events of different
+ * threads in the same tick come in an unknown order: a free goes before
+ * another thread's allocation of the address it gave back (which it made
+ * possible); otherwise allocations go before frees -- the peak within a
+ * tick errs upwards, never below what the program held (a thread's last
+ * allocations before a barrier against another's frees after it) -- and
+ * then the order in the file.  A thread's own order is never changed. */
 static int before(const hmt_reader_t *r, size_t a, size_t b) {
   const stream_t *x = &r->streams[a], *y = &r->streams[b];
   if (x->ev.time != y->ev.time) return x->ev.time < y->ev.time;
-  /* same tick (columnar blocks keep time to 2^10 ns): a free comes before
-   * another thread's allocation of the same address, which it made possible */
-  if (x->ev.type == HPCMEM_EV_FREE && y->ev.type != HPCMEM_EV_FREE && x->ev.ptr && x->ev.ptr == y->ev.ptr) return 1;
-  if (y->ev.type == HPCMEM_EV_FREE && x->ev.type != HPCMEM_EV_FREE && y->ev.ptr && y->ev.ptr == x->ev.ptr) return 0;
+  uint64_t rx = released(&x->ev), ry = released(&y->ev);
+  if (rx && rx == y->ev.ptr && !hmt_event_frees(&y->ev)) return 1;
+  if (ry && ry == x->ev.ptr && !hmt_event_frees(&x->ev)) return 0;
+  int fx = hmt_event_frees(&x->ev), fy = hmt_event_frees(&y->ev);
+  if (fx != fy) return fy;
   if (x->block_off != y->block_off) return x->block_off < y->block_off;
   return a < b;
 }

@@ -86,8 +86,14 @@ const hmt_header_t *hmt_header(const hmt_reader_t *r);
 const hmt_info_t *hmt_info(const hmt_reader_t *r);
 const char *hmt_path(const hmt_reader_t *r);
 
-/** Next event in time order: 1 (an event), 0 (the end), or negative (error: hmt_error). */
+/** Next event in time order: 1 (an event), 0 (the end), or negative (error: hmt_error).
+ *  Events of different threads in the same time tick: a free before another
+ *  thread's allocation of the address it gave back, then allocations before
+ *  frees, then file order; a thread's own order is kept. */
 int hmt_next(hmt_reader_t *r, hmt_event_t *ev);
+/** 1 when the event only gives memory back (free, realloc to size 0): what a
+ *  merge of several threads or ranks takes after allocations of the same tick. */
+int hmt_event_frees(const hmt_event_t *e);
 const hmt_error_t *hmt_error(const hmt_reader_t *r);
 
 /** Start the events again from the beginning. */

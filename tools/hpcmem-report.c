@@ -262,10 +262,17 @@ static void advance(rpt_t *R, rpt_proc_t *P) {
 
 static uint64_t gtime(const rpt_proc_t *P) { return P->ev.time + (uint64_t)P->off; }
 
-/* heap of processes by the global time of their next event */
+/* heap of processes by the global time of their next event; at the same
+ * time (a tick: ranks leaving a barrier tie with the last one arriving)
+ * allocations before frees, as the reader merges threads: a rank's last
+ * allocations before a barrier count against the job's peak together with
+ * what the others still hold, and the peak errs upwards by at most the
+ * bytes freed within that tick (docs/trace-format.md, "Time") */
 static int earlier(rpt_t *R, size_t a, size_t b) {
   uint64_t x = gtime(&R->p[a]), y = gtime(&R->p[b]);
-  return x != y ? x < y : a < b;
+  if (x != y) return x < y;
+  int fx = hmt_event_frees(&R->p[a].ev), fy = hmt_event_frees(&R->p[b].ev);
+  return fx != fy ? fy : a < b;
 }
 
 static void sift(rpt_t *R, size_t *heap, size_t n, size_t i) {

@@ -122,9 +122,10 @@ void *_hpcmem_compress_begin(int codec, const void *src, size_t len, int may_wai
 /* The same for the rows of an EVENTS block encoded against *base: they are
  * regrouped in columns first (time ticks of 2^shift ns) when that works:
  * format 1.2 with the buffer's models (continued when chained, else
- * started afresh; the caller sizes live), or 1.1 when model is NULL.
- * *columns says which (0 rows, 1 or 2), *raw_len is the length before
- * compression. */
+ * started afresh; the caller sizes live) with its streams compressed one
+ * by one (format 1.3), or 1.1 when model is NULL.  *columns says which (0
+ * rows, 1, 3; 2 is not returned), *raw_len is the length before
+ * compression (of the format 1.2 payload for 3). */
 void *_hpcmem_compress_events_begin(int codec, const void *src, size_t len, const hmt_state_t *base, unsigned shift,
                                     hmt_col_model_t *model, hmt_c2_livemap_t *live, int chained, int may_wait,
                                     const void **out, size_t *out_len, size_t *raw_len, int *columns);

@@ -2,25 +2,31 @@
  * events of a trace file: every thread's events are encoded again in rows,
  * in blocks of BLOCK bytes of rows (the recorder's HPCMEM_TRACE_BUFFER / 2),
  * regrouped with the format 1.1 encoder (each block on its own) and the
- * format 1.2 one (models chained across a thread's blocks), compressed with
- * zstd level 1 (the whole payload, and each stream alone), and decoded
- * again: every event must come back exactly (time to the tick).  Stack
- * definitions are left out (they are the same in both).
- *   hmt_streams FILE [BLOCK]
+ * format 1.2 one (models chained across a thread's blocks) with ticks of
+ * 2^SHIFT ns (default 16, the recorder's), compressed with zstd level LEVEL
+ * (default 5, the recorder's; the whole payload as in 1.1 and 1.2, and each
+ * stream alone as in 1.3), and decoded again: every event must come back
+ * exactly (time to the tick).  Stack definitions are left out (they are
+ * the same in all).  Also prints the payload before compression and the
+ * time zstd took on the whole payloads.
+ *   hmt_streams FILE [BLOCK [SHIFT [LEVEL]]]
  * For docs/trace-format.md's per-stream figures. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <zstd.h>
 #include "hmt_reader.h"
 
 typedef struct { uint32_t tid; size_t n, cap; hmt_event_t *ev; } thread_t;
 static const char *names[HMT_COL_STREAMS] = {"tags", "time", "addr", "ref", "size", "stack", "defs"};
 
+static int level = 5;  /* the recorder's (src/trace/compress.c) */
+
 static size_t zlen(const void *p, size_t n) {
   size_t cap = ZSTD_compressBound(n);
   void *o = malloc(cap);
-  size_t r = ZSTD_compress(o, cap, p, n, 1);
+  size_t r = ZSTD_compress(o, cap, p, n, level);
   free(o);
   return ZSTD_isError(r) ? n : r;
 }
@@ -36,7 +42,7 @@ static const uint8_t *streams_of(const uint8_t *p, const uint8_t *end, uint64_t 
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2) { fprintf(stderr, "usage: %s FILE [BLOCK]\n", argv[0]); return 2; }
+  if (argc < 2) { fprintf(stderr, "usage: %s FILE [BLOCK [SHIFT [LEVEL]]]\n", argv[0]); return 2; }
   size_t block = argc > 2 ? strtoull(argv[2], NULL, 0) : 512 * 1024;
   hmt_reader_t *r;
   hmt_error_t err;
@@ -54,7 +60,9 @@ int main(int argc, char **argv) {
     total++;
   }
   if (k < 0) { fprintf(stderr, "%s\n", hmt_error(r)->message); return 1; }
-  const unsigned shift = 10;
+  const unsigned shift = argc > 3 ? (unsigned)atoi(argv[3]) : 16;
+  if (argc > 4) level = atoi(argv[4]);
+  double ztime[2] = {0, 0}, rawlen[2] = {0, 0};
   double whole[2] = {0, 0}, per[2][HMT_COL_STREAMS] = {{0}};
   size_t blocks = 0, bad = 0, modes[8][4] = {{0}};
   uint8_t *rows = malloc(block + 4096), *col = malloc(block + 4096 + 64), *back = malloc(4 * block + 65536);
@@ -81,7 +89,12 @@ int main(int argc, char **argv) {
         size_t cl = v == 0 ? hmt_columns_encode(rows, len, &s, shift, col, pool, w)
                            : hmt_columns2_encode(rows, len, &s, shift, col, pool, me, &L, chained);
         if (!cl) { fprintf(stderr, "encoding failed\n"); return 1; }
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         whole[v] += (double)zlen(col, cl);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        ztime[v] += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        rawlen[v] += (double)cl;
         uint64_t sl[HMT_COL_STREAMS];
         const uint8_t *q = streams_of(col, col + cl, sl);
         for (int j = 0; j < HMT_COL_STREAMS; q += sl[j], j++) per[v][j] += sl[j] ? (double)zlen(q, sl[j]) : 0;
@@ -121,6 +134,12 @@ int main(int argc, char **argv) {
   for (int j = 0; j < HMT_COL_STREAMS; j++)
     printf("%-10s %8.3f %8.3f\n", names[j], per[0][j] / (double)total, per[1][j] / (double)total);
   printf("%-10s %8.3f %8.3f\n", "whole", whole[0] / (double)total, whole[1] / (double)total);
+  double sum[2] = {0, 0};
+  for (int j = 0; j < HMT_COL_STREAMS; j++) { sum[0] += per[0][j]; sum[1] += per[1][j]; }
+  printf("%-10s %8.3f %8.3f   (1.3: the streams compressed one by one)\n", "streams", sum[0] / (double)total,
+         sum[1] / (double)total);
+  printf("%-10s %8.3f %8.3f\n", "raw", rawlen[0] / (double)total, rawlen[1] / (double)total);
+  printf("%-10s %8.1f %8.1f\n", "zstd ns/ev", 1e9 * ztime[0] / (double)total, 1e9 * ztime[1] / (double)total);
   for (int j = 1; j <= 5; j++)
     printf("%-8s modes %zu %zu %zu %zu\n", hmt_kind_name((unsigned)j), modes[j][0], modes[j][1], modes[j][2], modes[j][3]);
   hmt_close(r);

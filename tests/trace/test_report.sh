@@ -43,6 +43,20 @@ done
 peak=$(q '.job.peak_bytes')
 near "$peak" $((140 * MiB)) $((4 * MiB)) && ok job_peak_is_the_sum_at_the_barrier || ko job_peak_is_the_sum_at_the_barrier "$peak"
 
+# events that share a time stamp (a tick of the columnar blocks): a rank's
+# allocation and another rank's free, and the same between two threads of a
+# rank, are merged allocations first (tests/trace/tie_job.c): the peaks are
+# upper bounds, not what file order would give (rank 0 13 -> 12 MiB, job 32
+# -> 20 MiB)
+mkdir -p "$dir/tie"
+if "$b/tests/trace/tie_job" "$dir/tie" && "$REPORT" --json="$dir/tie.json" "$dir/tie" > /dev/null 2> "$dir/tie.err"; then
+  tp=$(jq -r '.job.peak_bytes' "$dir/tie.json"); t0=$(jq -r '.ranks[] | select(.rank == 0) | .hwm_bytes' "$dir/tie.json")
+  [ "$tp" = $((32 * MiB)) ] && [ "$t0" = $((13 * MiB)) ] && ok same_tick_allocations_before_frees ||
+    ko same_tick_allocations_before_frees "job peak $tp, rank 0 $t0"
+else
+  ko same_tick_allocations_before_frees "$(cat "$dir/tie.err")"
+fi
+
 # at the job peak every rank is at its own peak
 bad=""
 for r in 0 1 2 3; do

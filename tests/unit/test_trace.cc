@@ -536,7 +536,7 @@ void put_file(const std::string &path, const std::vector<uint8_t> &b) {
   out.write((const char *)b.data(), (std::streamsize)b.size());
 }
 
-// Format 1.2: the models continue across a thread's blocks, frees name
+// Format 1.2 (in the split blocks of 1.3): the models continue across a thread's blocks, frees name
 // allocations of earlier blocks, and every event still comes back exactly;
 // a damaged block takes the thread's later chained blocks with it in
 // salvage mode, and a cut file is read to its last whole block.
@@ -566,12 +566,14 @@ TEST(trace_event, chained_models_round_trip_exactly) {
   for (size_t i = 0; i < wants.size(); i++) { SCOPED_TRACE("thread " + std::to_string(i)); expect_same(wants[i], gots[i]); }
   auto f = file_bytes(path);
   auto blocks = event_blocks(f);
-  size_t chained = 0, models = 0;
+  size_t chained = 0, models = 0, split = 0;
   for (auto &b : blocks) {
     models += (b.second.flags & HMT_BF_MODELS) != 0;
     chained += (b.second.flags & HMT_BF_CHAIN) != 0;
+    split += (b.second.flags & HMT_BF_SPLIT) != 0;
   }
   EXPECT_EQ(models, blocks.size()) << "every compressed block has the models";
+  EXPECT_EQ(split, blocks.size()) << "format 1.3: every compressed block's streams compressed one by one";
   EXPECT_GE(chained, 3u);
   EXPECT_LE(chained, blocks.size() - 3) << "each thread's first block starts afresh";
   EXPECT_EQ(hmt_ld16(&f[10]), HMT_VERSION_MINOR);
