@@ -31,13 +31,17 @@ int _hpcmem_heaps_init(unsigned count, unsigned block_shift) {
   if (count < 1 || count > HPCMEM_MAX_HEAPS) return -EINVAL;
   unsigned depth = HPCMEM_SLICE_SHIFT - block_shift;
   size_t nblocks = (size_t)1 << depth;
-  size_t tree = (_hpcmem_itree_mgmt_size(depth) + 4095) & ~(size_t)4095;
+  /* the tree's lowest band ends below the smallest span (see itree.h) */
+  unsigned low = block_shift < HPCMEM_CHUNK_SHIFT ? HPCMEM_CHUNK_SHIFT - block_shift : 0;
+  size_t tree = (_hpcmem_itree_mgmt_size(depth, low) + 4095) & ~(size_t)4095;
   size_t descs = nblocks * sizeof(hpcmem_span_t);         /* at most one record per block */
   size_t mgmt = tree + descs;
   H->base = _hpcmem_prim_reserve((size_t)count << HPCMEM_SLICE_SHIFT, SLICE);
   if (!H->base) return -ENOMEM;
   char *m = _hpcmem_prim_reserve(mgmt * count, 4096);
   if (!m) return -ENOMEM;
+  H->chunkmap = _hpcmem_prim_reserve(((size_t)count << (HPCMEM_SLICE_SHIFT - HPCMEM_CHUNK_SHIFT)) * sizeof(void *), 4096);
+  if (!H->chunkmap) return -ENOMEM;
   H->pagemap = _hpcmem_prim_reserve(((size_t)count << (HPCMEM_SLICE_SHIFT - HPCMEM_PAGEMAP_SHIFT)) * sizeof(void *), 4096);
   if (!H->pagemap) return -ENOMEM;
   H->classmap = _hpcmem_prim_reserve((size_t)count << (HPCMEM_SLICE_SHIFT - HPCMEM_CHUNK_SHIFT), 4096);
@@ -58,7 +62,7 @@ int _hpcmem_heaps_init(unsigned count, unsigned block_shift) {
     h->index = i;
     h->base = H->base + ((size_t)i << HPCMEM_SLICE_SHIFT);
     unsigned ext = 63u - (unsigned)__builtin_clzll(INITIAL_EXTENT >> block_shift | 1);
-    _hpcmem_itree_init(&h->tree, m, depth, ext);
+    _hpcmem_itree_init(&h->tree, m, depth, low, ext);
     h->desc_next = (hpcmem_span_t *)(m + tree);
     h->desc_end = h->desc_next + nblocks;
   }
@@ -81,10 +85,20 @@ static unsigned order_for(size_t bytes) {
   return blocks <= 1 ? 0 : 64u - (unsigned)__builtin_clzll(blocks - 1);
 }
 
+/* The chunk map entries of a run of a chunk or more; the page map entries of
+ * a smaller one, whose chunk is marked as holding such runs (and stays so:
+ * the page map says NULL where none lies any more). */
 static void map_run(hpcmem_heap_t *h, hpcmem_span_t *s, hpcmem_span_t *value) {
   (void)h;
-  size_t first = (size_t)(s->start - _hpcmem_heaps.base) >> HPCMEM_PAGEMAP_SHIFT;
-  size_t n = (size_t)1 << (s->order + _hpcmem_heaps.block_shift - HPCMEM_PAGEMAP_SHIFT);
+  size_t off = (size_t)(s->start - _hpcmem_heaps.base);
+  unsigned shift = s->order + _hpcmem_heaps.block_shift;
+  if (shift >= HPCMEM_CHUNK_SHIFT) {
+    size_t first = off >> HPCMEM_CHUNK_SHIFT, n = (size_t)1 << (shift - HPCMEM_CHUNK_SHIFT);
+    for (size_t i = 0; i < n; i++) _hpcmem_heaps.chunkmap[first + i] = value;
+    return;
+  }
+  if (value) _hpcmem_heaps.chunkmap[off >> HPCMEM_CHUNK_SHIFT] = HPCMEM_CHUNK_SMALL_RUNS;
+  size_t first = off >> HPCMEM_PAGEMAP_SHIFT, n = (size_t)1 << (shift - HPCMEM_PAGEMAP_SHIFT);
   for (size_t i = 0; i < n; i++) _hpcmem_heaps.pagemap[first + i] = value;
 }
 

@@ -8,9 +8,10 @@
  * batches) or a direct run (one allocation: sizes above the largest class
  * that stay below the large threshold, and large alignments).  Every run's
  * record (its "data manager", hpcmem_span_t) lives in the heap's management
- * area, never in front of the data; a page map in the management area gives
- * the record of any datablock in O(1) for the free fast path, and the tree
- * search (_hpcmem_itree_free) validates runs when they are given back.
+ * area, never in front of the data; a chunk map (one entry per 64 KiB, where
+ * runs smaller than that defer to a page map) gives the record of any
+ * address in O(1) for the slow paths, and the tree search
+ * (_hpcmem_itree_free) validates runs when they are given back.
  *
  * Frees from a thread of another group go onto the span's lock-free remote
  * list; the owner collects them when it next refills, so a remote free never
@@ -26,7 +27,8 @@
 #define HPCMEM_SLICE_SHIFT 34          /* 16 GiB of address space per heap */
 #define HPCMEM_MAX_HEAPS 64
 #define HPCMEM_PAGEMAP_SHIFT 12        /* page map granularity, whatever the datablock size */
-#define HPCMEM_CHUNK_SHIFT 16          /* class map granularity: spans are at least this big and aligned */
+#define HPCMEM_CHUNK_SHIFT 16          /* class map and chunk map granularity: spans are at least this
+                                          big and aligned */
 
 enum { HPCMEM_SPAN_SMALL = 1, HPCMEM_SPAN_RUN = 2 };
 
@@ -70,7 +72,14 @@ typedef struct hpcmem_heap {
 typedef struct hpcmem_heaps {
   char *base;
   size_t size;                /* count << HPCMEM_SLICE_SHIFT */
-  hpcmem_span_t **pagemap;    /* one entry per 4 KiB page of all slices */
+  /* The record of the run covering each 64 KiB chunk of all slices, or
+   * HPCMEM_CHUNK_SMALL_RUNS where runs smaller than a chunk lie: their
+   * records are in the page map (one entry per 4 KiB page, written for those
+   * runs only).  Spans and most direct runs are chunks or more, so a young
+   * heap's first 32 MiB of runs have their records in one page of the chunk
+   * map. */
+  hpcmem_span_t **chunkmap;
+  hpcmem_span_t **pagemap;
   uint8_t *classmap;          /* one byte per 64 KiB chunk of all slices: the size class of the
                                  span covering the chunk, 0 when no span of small objects does */
   unsigned count, block_shift;
@@ -95,11 +104,14 @@ extern HPCMEM_HIDDEN hpcmem_class_geom_t _hpcmem_class_geom[HPCMEM_NCLASSES];
 
 int _hpcmem_heaps_init(unsigned count, unsigned block_shift);
 
+#define HPCMEM_CHUNK_SMALL_RUNS ((hpcmem_span_t *)1)
+
 /* The record of the run holding p, or NULL when p is not in a live run. */
 static inline hpcmem_span_t *_hpcmem_span_of(const void *p) {
   uintptr_t off = (uintptr_t)p - (uintptr_t)_hpcmem_heaps.base;
   if (off >= _hpcmem_heaps.size) return NULL;
-  return _hpcmem_heaps.pagemap[off >> HPCMEM_PAGEMAP_SHIFT];
+  hpcmem_span_t *s = _hpcmem_heaps.chunkmap[off >> HPCMEM_CHUNK_SHIFT];
+  return s == HPCMEM_CHUNK_SMALL_RUNS ? _hpcmem_heaps.pagemap[off >> HPCMEM_PAGEMAP_SHIFT] : s;
 }
 #define HPCMEM_NO_HEAP 0xFFFFu
 /* p is at an object boundary of span s (Lemire's divisibility test: off is a
