@@ -52,10 +52,9 @@ int _hpcmem_heaps_init(unsigned count, unsigned block_shift) {
   for (unsigned c = 1; c < HPCMEM_NCLASSES; c++) {
     hpcmem_class_geom_t *g = &_hpcmem_class_geom[c];
     size_t span = (size_t)1 << (span_order(c) + block_shift);
-    g->size = _hpcmem_class_size[c];
-    g->divmagic = UINT64_MAX / g->size + 1;
+    g->divmagic = UINT64_MAX / _hpcmem_class_size[c] + 1;
     g->span_mask = span - 1;
-    g->limit = (uint32_t)(span / g->size * g->size);
+    g->limit = _hpcmem_class_limit(_hpcmem_class_size[c], span);
   }
   for (unsigned i = 0; i < count; i++, m += mgmt) {
     hpcmem_heap_t *h = &H->heap[i];
@@ -121,7 +120,7 @@ static hpcmem_span_t *run_new(hpcmem_heap_t *h, unsigned order, unsigned kind) {
 static void map_class(const hpcmem_span_t *s, uint8_t cls) {
   size_t first = (size_t)(s->start - _hpcmem_heaps.base) >> HPCMEM_CHUNK_SHIFT;
   size_t n = ((size_t)1 << (s->order + _hpcmem_heaps.block_shift)) >> HPCMEM_CHUNK_SHIFT;
-  for (size_t i = 0; i < n; i++) _hpcmem_heaps.classmap[first + i] = cls;
+  for (size_t i = 0; i < n; i++) _hpcmem_heaps.classmap[first + i] = (uint8_t)HPCMEM_CLASS_KEY(cls);
 }
 
 static void run_release(hpcmem_heap_t *h, hpcmem_span_t *s) {
@@ -429,7 +428,7 @@ int _hpcmem_heap_check(hpcmem_heap_t *h) {
         rc = -EFAULT;
       }
       size_t chunk = (size_t)(s->start - _hpcmem_heaps.base) >> HPCMEM_CHUNK_SHIFT;
-      if (_hpcmem_heaps.classmap[chunk] != c) {
+      if (_hpcmem_heaps.classmap[chunk] != HPCMEM_CLASS_KEY(c)) {
         _hpcmem_warn("heap %u: class map says %u for span %p of class %u", h->index,
                      _hpcmem_heaps.classmap[chunk], (void *)s->start, c);
         rc = -EFAULT;
