@@ -11,7 +11,7 @@ hpcmem_heaps_t _hpcmem_heaps;
 hpcmem_class_geom_t _hpcmem_class_geom[HPCMEM_NCLASSES];
 
 #define SLICE ((size_t)1 << HPCMEM_SLICE_SHIFT)
-#define INITIAL_EXTENT ((size_t)4 << 20)       /* a young heap stays within its first 4 MiB */
+#define INITIAL_EXTENT ((size_t)2 << 20)       /* a young heap stays within its first 2 MiB: one page-table page */
 #define SPAN_MIN ((size_t)64 << 10)
 _Static_assert(SPAN_MIN >= ((size_t)1 << HPCMEM_CHUNK_SHIFT), "a span covers whole chunks of the class map");
 
