@@ -387,8 +387,8 @@ HPCMEM_NOINLINE static void free_slow(void *p) {
  * bin's line and the object (free also one byte of the class map and the
  * class's geometry: no span record, no lock, no atomic).  A hit's statistics
  * are one subtraction from the accounting word (HPCMEM_ACCT_CALLS); a word
- * that would go negative sends the call to the slow path before anything
- * changed, which settles, publishes, times or traces it. */
+ * that would go negative sends the call, before anything changed, to a
+ * tail-called settling path (malloc_settle, free_settle). */
 
 _Static_assert(sizeof(hpcmem_bin_t) == 32 && sizeof(hpcmem_class_geom_t) == 32 && HPCMEM_CLASS_KEY(1) * 8 == 32,
                "the fast paths address bins and geometries with a class key scaled by 8");
