@@ -33,9 +33,10 @@ static pthread_key_t exit_key;
 static int on_error = HPCMEM_ON_ERROR_ABORT;
 static int check_always;
 static char *brk_start;             /* glibc's heap start, for pointers it handed out before us */
-static size_t fast_lim;             /* malloc's fast path serves sizes below this: the large
-                                       threshold, the largest class + 1; 0 before initialisation
-                                       and while tracing */
+static size_t fast_lim;             /* malloc's fast path serves sizes above HPCMEM_TINY_MAX below
+                                       this: the large threshold, the largest class + 1; 0 before
+                                       initialisation and while tracing (smaller sizes see that in
+                                       their accounting word, see _hpcmem_tcache_fast_path_off) */
 
 /* glibc's own functions, for memory the process got before libhpcmem was loaded */
 extern void __libc_free(void *);
@@ -82,7 +83,10 @@ void _hpcmem_init(void) {
   static const int seg_of_choice[3] = {HPCMEM_SEG_PRIVATE, HPCMEM_SEG_SHARED, HPCMEM_SEG_INTERLEAVED};
   _hpcmem_default_seg = seg_of_choice[_hpcmem_opt(DEFAULT_SEGMENT) % 3];
   /* another default segment: every malloc takes the slow path, which routes it */
-  if (_hpcmem_default_seg != HPCMEM_SEG_PRIVATE) fast_lim = 0;
+  if (_hpcmem_default_seg != HPCMEM_SEG_PRIVATE) {
+    fast_lim = 0;
+    _hpcmem_tcache_fast_path_off(0);
+  }
   brk_start = sbrk(0);
   pthread_key_create(&exit_key, thread_exit);
   __atomic_store_n(&_hpcmem_ready, 1, __ATOMIC_RELEASE);
@@ -92,7 +96,7 @@ void _hpcmem_init(void) {
     _hpcmem_trace_init();
     if (_hpcmem_trace_enabled) {               /* every call past the recorder */
       __atomic_store_n(&fast_lim, 0, __ATOMIC_RELAXED);
-      _hpcmem_tcache_fast_path_off();
+      _hpcmem_tcache_fast_path_off(1);
     }
   }
 }
@@ -225,12 +229,12 @@ static void *alloc_slow(hpcmem_tcache_t *t, size_t n, size_t align, int zeroed) 
       b->head = *(void **)p;
       b->count--;
       ((uint64_t *)p)[1] = 0;                      /* not a cached object any more */
-    } else if ((p = t->edge[cls].slot) != NULL) {
-      t->edge[cls].slot = NULL;                    /* the slot's object does not carry the key */
-    } else if (t->edge[cls].nfresh) {
-      p = t->edge[cls].fresh;
-      t->edge[cls].fresh += _hpcmem_class_size[cls];
-      t->edge[cls].nfresh--;
+    } else if ((p = b->slot) != NULL) {
+      b->slot = NULL;                              /* the slot's object does not carry the key */
+    } else if (b->nfresh) {
+      p = t->fresh[cls];
+      t->fresh[cls] += _hpcmem_class_size[cls];
+      b->nfresh--;
     } else if (!(p = _hpcmem_tcache_refill(t, cls))) { errno = ENOMEM; return NULL; }
     usable = _hpcmem_class_size[cls];
   } else if (n < _hpcmem_large_threshold) {
@@ -258,15 +262,26 @@ static void periodic_check(void) {
   if (hpcmem_check() < 0) _hpcmem_fatal("internal consistency check failed (HPCMEM_CHECK)");
 }
 
-/* Timing sample (1 call in HPCMEM_SAMPLE_PERIOD), tracing, errno. */
+/* A call whose timing sample is due (the slow path emptied the accounting
+ * word to see it) is timed and stands for the calls since the last timed
+ * one: returns the start tick, or 0. */
+static inline uint64_t time_start(uint8_t *due, uint64_t *timed, uint64_t n, uint64_t *weight) {
+  if (HPCMEM_LIKELY(!*due)) return 0;
+  *due = 0;
+  *weight = n - *timed;
+  *timed = n;
+  return _hpcmem_prim_ticks();
+}
+
+/* Timing sample (about 1 call in HPCMEM_SAMPLE_PERIOD), tracing, errno. */
 HPCMEM_NOINLINE static void *malloc_slow(size_t n, size_t align, int kind) {
   hpcmem_tcache_t *t = _hpcmem_thread_cache();
   if (!t) { errno = ENOMEM; return NULL; }
-  uint64_t t0 = _hpcmem_sample_due(&t->sample_alloc, &t->slow_alloc, &t->n_alloc) ? _hpcmem_prim_ticks() : 0;
+  uint64_t weight = 0, t0 = time_start(&t->time_alloc, &t->timed_alloc, _hpcmem_tcache_n_alloc(t), &weight);
   void *p = HPCMEM_UNLIKELY(_hpcmem_default_seg != HPCMEM_SEG_PRIVATE)
                 ? alloc_routed(t, n, align, kind == HPCMEM_EV_CALLOC)
                 : alloc_slow(t, n, align, kind == HPCMEM_EV_CALLOC);
-  if (t0) t->alloc_ticks += (_hpcmem_prim_ticks() - t0) * HPCMEM_SAMPLE_PERIOD;
+  if (t0) t->alloc_ticks += (_hpcmem_prim_ticks() - t0) * weight;
   if (HPCMEM_UNLIKELY(_hpcmem_trace_enabled) && p && !t->in_call) _hpcmem_trace_event(kind, p, n, NULL, align);
   if (HPCMEM_UNLIKELY(check_always)) periodic_check();
   return p;
@@ -300,7 +315,7 @@ static int free_any(hpcmem_tcache_t *t, void *p, const char *fn) {
     /* as on the fast path, p goes into an empty list's slot without being
      * read (it cannot be on the empty list); otherwise the key is checked */
     int mine = s->heap == t->heap_index, empty = mine && !b->count;
-    if (p == t->edge[s->cls].slot ||
+    if (p == b->slot ||
         (!empty && ((uint64_t *)p)[1] == _hpcmem_free_key && is_double_free(t, s, p))) {
       misuse(fn, p, "double free");
       return -1;
@@ -312,7 +327,7 @@ static int free_any(hpcmem_tcache_t *t, void *p, const char *fn) {
       t->st.remote_free_count++;
     } else {
       _hpcmem_tcache_bin_start(b, s->cls);
-      if (empty) _hpcmem_tcache_put_empty(t, s->cls, p, _hpcmem_free_key);
+      if (empty) _hpcmem_tcache_put_empty(b, p, _hpcmem_free_key);
       else {
         *(void **)p = b->head;
         ((uint64_t *)p)[1] = _hpcmem_free_key;
@@ -356,12 +371,12 @@ HPCMEM_NOINLINE static void free_slow(void *p) {
   if (!p) return;
   hpcmem_tcache_t *t = _hpcmem_thread_cache();
   if (!t) return;
-  uint64_t t0 = _hpcmem_sample_due(&t->sample_free, &t->slow_free, &t->n_free) ? _hpcmem_prim_ticks() : 0;
+  uint64_t weight = 0, t0 = time_start(&t->time_free, &t->timed_free, _hpcmem_tcache_n_free(t), &weight);
   /* recorded before the block is released: once it is, another thread may
    * get the address back, and its malloc must come after this free */
   if (HPCMEM_UNLIKELY(_hpcmem_trace_enabled) && !t->in_call) _hpcmem_trace_event(HPCMEM_EV_FREE, p, 0, NULL, 0);
   free_any(t, p, "free");
-  if (t0) t->alloc_ticks += (_hpcmem_prim_ticks() - t0) * HPCMEM_SAMPLE_PERIOD;
+  if (t0) t->alloc_ticks += (_hpcmem_prim_ticks() - t0) * weight;
   if (HPCMEM_UNLIKELY(check_always)) periodic_check();
 }
 
@@ -370,93 +385,137 @@ HPCMEM_NOINLINE static void free_slow(void *p) {
 
 /* The fast paths: a thread-cache hit touches the cache's first line, the
  * bin's line and the object (free also one byte of the class map and the
- * class's geometry: no span record, no lock, no atomic). */
+ * class's geometry: no span record, no lock, no atomic).  A hit's statistics
+ * are one subtraction from the accounting word (HPCMEM_ACCT_CALLS); a word
+ * that would go negative sends the call, before anything changed, to a
+ * tail-called settling path (malloc_settle, free_settle). */
 
-/* A hit that used up the thread's byte budget: the slow paths' settling
- * (publish or new budgets).  Tail calls, so hit paths keep p in a register. */
-HPCMEM_NOINLINE static void *settle_alloc(hpcmem_tcache_t *t, void *p, uint32_t size) {
-  t->b_alloc += size;
-  _hpcmem_stats_maybe_publish(t);
+_Static_assert(sizeof(hpcmem_bin_t) == 32 && sizeof(hpcmem_class_geom_t) == 32 && HPCMEM_CLASS_KEY(1) * 8 == 32,
+               "the fast paths address bins and geometries with a class key scaled by 8");
+
+/* The hits themselves, shared by the fast paths and their settling paths. */
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+/* An object from bin b (class c): the list's head, else the slot's object,
+ * else a fresh one (neither was written: no key to clear); NULL when the bin
+ * is empty. */
+static ALWAYS_INLINE void *bin_take(hpcmem_tcache_t *t, hpcmem_bin_t *b, unsigned c) {
+  void *p = b->head;
+  if (HPCMEM_LIKELY(p != NULL)) {
+    void *next = *(void **)p;
+    b->head = next;
+    __builtin_prefetch(next, 1);               /* the next malloc's object: freed on another core, it misses */
+    b->count--;
+    ((uint64_t *)p)[1] = 0;                    /* not a cached object any more */
+  } else if ((p = b->slot) != NULL) {
+    b->slot = NULL;
+  } else if (HPCMEM_LIKELY(b->nfresh != 0)) {
+    p = t->fresh[c];
+    t->fresh[c] = (char *)p + (b->step >> 32);
+    b->nfresh--;
+  }
   return p;
 }
 
-HPCMEM_NOINLINE static void settle_free(hpcmem_tcache_t *t, uint32_t size) {
-  t->b_freed += size;
-  _hpcmem_stats_maybe_publish(t);
+/* p (an object of bin b's class, of the thread's heap) into bin b: onto the
+ * list when it does not carry the free key (a suspected double free goes to
+ * the slow path's search) and the list has room; when the list is empty,
+ * into the slot without being read (p cannot be on the empty list; a second
+ * free of the slot's object, and a class this thread never used, go to the
+ * slow path).  0, or -1: the slow path must see p. */
+static ALWAYS_INLINE int bin_put(hpcmem_bin_t *b, void *p, uint64_t key) {
+  if (HPCMEM_LIKELY(b->count != 0)) {         /* the slot is empty while the list is not */
+    if (HPCMEM_UNLIKELY(((uint64_t *)p)[1] == key) || HPCMEM_UNLIKELY(b->count >= b->max)) return -1;
+    *(void **)p = b->head;
+    ((uint64_t *)p)[1] = key;
+    b->head = p;
+    b->count++;
+    return 0;
+  }
+  if (HPCMEM_UNLIKELY(b->max == 0) || HPCMEM_UNLIKELY(p == b->slot)) return -1;
+  _hpcmem_tcache_put_empty(b, p, key);
+  return 0;
+}
+
+/* The bin of p when p is in a chunk of small objects of the thread's own
+ * slice, on an object boundary (the class map's key, scaled by 8, addresses
+ * both the geometry and the bin); else NULL. */
+static ALWAYS_INLINE hpcmem_bin_t *bin_of(hpcmem_tcache_t *t, const void *p) {
+  uintptr_t off = (uintptr_t)p - (uintptr_t)t->slice;
+  if (HPCMEM_UNLIKELY(off >= ((uintptr_t)1 << HPCMEM_SLICE_SHIFT))) return NULL;
+  size_t k = t->classmap[off >> HPCMEM_CHUNK_SHIFT];
+  /* indexed in 8-byte words, so that the compiler scales k in the address */
+  if (HPCMEM_UNLIKELY(!_hpcmem_class_on_boundary((const hpcmem_class_geom_t *)((const uint64_t *)_hpcmem_class_geom + k), off)))
+    return NULL;
+  return (hpcmem_bin_t *)((uint64_t *)t->bin + k);
+}
+
+/* A hit whose accounting word would go negative.  With no budget given
+ * (credit 0) the slow path emptied the word to see this call (timing
+ * sample, tracing, routed malloc): the slow path takes it.  Else the budget
+ * ran out: the hit, counted as settled, and the slow paths' settling
+ * (publish, or new budgets). */
+HPCMEM_NOINLINE static void *malloc_settle(size_t n) {
+  hpcmem_tcache_t *t = _hpcmem_tc;
+  if (t->credit_alloc) {
+    unsigned c = _hpcmem_size_class(n);       /* n < fast_lim: the fast path came here */
+    hpcmem_bin_t *b = &t->bin[c];
+    void *p = bin_take(t, b, c);
+    if (p) {
+      t->n_alloc++;
+      t->b_alloc += b->step >> 32;
+      _hpcmem_stats_maybe_publish(t);
+      return p;
+    }
+  }
+  return malloc_slow(n, 0, HPCMEM_EV_MALLOC);
+}
+
+HPCMEM_NOINLINE static void free_settle(void *p) {
+  hpcmem_tcache_t *t = _hpcmem_tc;
+  hpcmem_bin_t *b = bin_of(t, p);
+  if (t->credit_free && b && bin_put(b, p, _hpcmem_free_key) == 0) {
+    t->n_free++;
+    t->b_freed += b->step >> 32;
+    _hpcmem_stats_maybe_publish(t);
+    return;
+  }
+  free_slow(p);
 }
 
 EXPORT void *malloc(size_t n) {
   hpcmem_tcache_t *t = _hpcmem_tc;
-  if (HPCMEM_LIKELY(n < fast_lim)) {
-    unsigned c = HPCMEM_LIKELY(n <= HPCMEM_TINY_MAX) ? _hpcmem_class_tiny[(n + 15) >> 4] : _hpcmem_size_class(n);
-    hpcmem_bin_t *b = &t->bin[c];
-    void *p = b->head;
-    uint32_t size = b->size, left;
-    if (HPCMEM_LIKELY(p != NULL)) {
-      if (HPCMEM_UNLIKELY(--t->sample_alloc == 0)) goto slow;
-      void *next = *(void **)p;
-      b->head = next;
-      __builtin_prefetch(next, 1);             /* the next malloc's object: freed on another core, it misses */
-      b->count--;
-      ((uint64_t *)p)[1] = 0;                  /* not a cached object any more */
-    } else {
-      /* an empty list: the slot's object, then a fresh one (neither was
-       * written, so there is no key to clear) */
-      hpcmem_bin_edge_t *e = &t->edge[c];
-      if ((p = e->slot) != NULL) {
-        if (HPCMEM_UNLIKELY(--t->sample_alloc == 0)) goto slow;
-        e->slot = NULL;
-      } else {
-        p = e->fresh;
-        if (HPCMEM_UNLIKELY(e->nfresh == 0) || HPCMEM_UNLIKELY(--t->sample_alloc == 0)) goto slow;
-        e->fresh += size;
-        e->nfresh--;
-      }
-    }
-    if (HPCMEM_UNLIKELY(__builtin_sub_overflow(t->budget_alloc, size, &left))) return settle_alloc(t, p, size);
-    t->budget_alloc = left;
-    return p;
-  }
+  unsigned k;                                  /* the class's key: bins are 32 bytes, 8 * k apart */
+  if (HPCMEM_LIKELY(n <= HPCMEM_TINY_MAX)) k = _hpcmem_key_of_size[n];
+  else if (n < fast_lim) k = HPCMEM_CLASS_KEY(_hpcmem_size_class(n));
+  else goto slow;
+  hpcmem_bin_t *b = (hpcmem_bin_t *)((uint64_t *)t->bin + k);
+  uint64_t left = t->acct_alloc - b->step;
+  if (HPCMEM_UNLIKELY((int64_t)left < 0)) return malloc_settle(n);
+  void *p = bin_take(t, b, HPCMEM_KEY_CLASS(k));
+  if (HPCMEM_UNLIKELY(p == NULL)) goto slow;
+  t->acct_alloc = left;
+  return p;
 slow:
   return malloc_slow(n, 0, HPCMEM_EV_MALLOC);
 }
 
 /* Hit: p lies in the slice of the thread's own group heap, in a chunk of a
- * span of small objects, on an object boundary, and goes onto the list when
- * it does not carry the free key (a suspected double free goes to the slow
- * path's search) and the list has room; when the list is empty, into the
- * slot without being read (p cannot be on the empty list; a second free of
- * the slot's object goes to the slow path).  The placeholder cache's slice starts at 0
- * with an all-zero class map, so NULL and every pointer of a thread without
- * a cache fall through. */
+ * span of small objects, on an object boundary, and its bin takes it (see
+ * bin_put).  The placeholder cache's slice starts at 0 with an all-zero
+ * class map, so NULL and every pointer of a thread without a cache fall
+ * through. */
 EXPORT void free(void *p) {
   hpcmem_tcache_t *t = _hpcmem_tc;
-  uintptr_t off = (uintptr_t)p - (uintptr_t)t->slice;
-  if (HPCMEM_LIKELY(off < ((uintptr_t)1 << HPCMEM_SLICE_SHIFT))) {
-    unsigned c = t->classmap[off >> HPCMEM_CHUNK_SHIFT];
-    if (HPCMEM_LIKELY(_hpcmem_class_on_boundary(&_hpcmem_class_geom[c], off))) {
-      hpcmem_bin_t *b = &t->bin[c];
-      uint64_t key = _hpcmem_free_key;
-      uint32_t size = b->size, left;
-      if (HPCMEM_LIKELY(b->count != 0)) {     /* the slot is empty while the list is not */
-        if (HPCMEM_UNLIKELY(((uint64_t *)p)[1] == key) || HPCMEM_UNLIKELY(b->count >= b->max) ||
-            HPCMEM_UNLIKELY(--t->sample_free == 0))
-          goto slow;
-        *(void **)p = b->head;
-        ((uint64_t *)p)[1] = key;
-        b->head = p;
-        b->count++;
-      } else {                                 /* p is not on the empty list: not read */
-        if (HPCMEM_UNLIKELY(b->max == 0) || HPCMEM_UNLIKELY(--t->sample_free == 0) ||
-            HPCMEM_UNLIKELY(_hpcmem_tcache_put_empty(t, c, p, key) < 0))
-          goto slow;
-      }
-      if (HPCMEM_UNLIKELY(__builtin_sub_overflow(t->budget_free, size, &left))) { settle_free(t, size); return; }
-      t->budget_free = left;
+  hpcmem_bin_t *b = bin_of(t, p);
+  if (HPCMEM_LIKELY(b != NULL)) {
+    uint64_t left = t->acct_free - b->step;
+    if (HPCMEM_UNLIKELY((int64_t)left < 0)) { free_settle(p); return; }
+    if (HPCMEM_LIKELY(bin_put(b, p, _hpcmem_free_key) == 0)) {
+      t->acct_free = left;
       return;
     }
   }
-slow:
   free_slow(p);
 }
 

@@ -33,15 +33,27 @@ hpcmem_tcache_t *_hpcmem_thread_cache(void);
 /* statistics (stats.c) */
 void _hpcmem_stats_publish(hpcmem_tcache_t *t);
 /* After a slow path moved b_alloc or b_freed: publish when the thread's
- * unpublished change passed HPCMEM_PUBLISH_BYTES, else give the fast paths
- * what is left of it as budgets. */
+ * unpublished change reached HPCMEM_PUBLISH_BYTES, else give the fast paths
+ * what is left of it as budgets (never 0: an empty budget is the fast
+ * paths' sign that the slow path wants to see the next call).  The
+ * settling is done here, not by _hpcmem_tcache_settle: the new budgets
+ * replace the words at once. */
 static inline void _hpcmem_stats_maybe_publish(hpcmem_tcache_t *t) {
-  _hpcmem_tcache_settle(t);
+  uint64_t a = t->acct_alloc, f = t->acct_free;
+  t->n_alloc += HPCMEM_ACCT_CALLS - (uint32_t)a;
+  t->b_alloc += t->credit_alloc - (uint32_t)(a >> 32);
+  t->n_free += HPCMEM_ACCT_CALLS - (uint32_t)f;
+  t->b_freed += t->credit_free - (uint32_t)(f >> 32);
   int64_t drift = (int64_t)(t->b_alloc - t->b_freed) - t->published;
-  if (HPCMEM_UNLIKELY((uint64_t)(drift + HPCMEM_PUBLISH_BYTES) > (uint64_t)(2 * HPCMEM_PUBLISH_BYTES)))
+  if (HPCMEM_UNLIKELY((uint64_t)(drift + HPCMEM_PUBLISH_BYTES - 1) >= (uint64_t)(2 * HPCMEM_PUBLISH_BYTES - 1))) {
+    t->credit_alloc = (uint32_t)(a >> 32);        /* settled: nothing left in the words */
+    __atomic_store_n(&t->acct_alloc, a | HPCMEM_ACCT_CALLS, __ATOMIC_RELAXED);
+    t->credit_free = (uint32_t)(f >> 32);
+    __atomic_store_n(&t->acct_free, f | HPCMEM_ACCT_CALLS, __ATOMIC_RELAXED);
     _hpcmem_stats_publish(t);
-  else
+  } else {
     _hpcmem_tcache_set_budgets(t, drift);
+  }
 }
 void _hpcmem_stats_init(void);
 /* High-water mark of the private segment's share of the published total. */

@@ -11,7 +11,7 @@ hpcmem_heaps_t _hpcmem_heaps;
 hpcmem_class_geom_t _hpcmem_class_geom[HPCMEM_NCLASSES];
 
 #define SLICE ((size_t)1 << HPCMEM_SLICE_SHIFT)
-#define INITIAL_EXTENT ((size_t)4 << 20)       /* a young heap stays within its first 4 MiB */
+#define INITIAL_EXTENT ((size_t)2 << 20)       /* a young heap stays within its first 2 MiB: one page-table page */
 #define SPAN_MIN ((size_t)64 << 10)
 _Static_assert(SPAN_MIN >= ((size_t)1 << HPCMEM_CHUNK_SHIFT), "a span covers whole chunks of the class map");
 
@@ -31,13 +31,17 @@ int _hpcmem_heaps_init(unsigned count, unsigned block_shift) {
   if (count < 1 || count > HPCMEM_MAX_HEAPS) return -EINVAL;
   unsigned depth = HPCMEM_SLICE_SHIFT - block_shift;
   size_t nblocks = (size_t)1 << depth;
-  size_t tree = (_hpcmem_itree_mgmt_size(depth) + 4095) & ~(size_t)4095;
+  /* the tree's lowest band ends below the smallest span (see itree.h) */
+  unsigned low = block_shift < HPCMEM_CHUNK_SHIFT ? HPCMEM_CHUNK_SHIFT - block_shift : 0;
+  size_t tree = (_hpcmem_itree_mgmt_size(depth, low) + 4095) & ~(size_t)4095;
   size_t descs = nblocks * sizeof(hpcmem_span_t);         /* at most one record per block */
   size_t mgmt = tree + descs;
   H->base = _hpcmem_prim_reserve((size_t)count << HPCMEM_SLICE_SHIFT, SLICE);
   if (!H->base) return -ENOMEM;
   char *m = _hpcmem_prim_reserve(mgmt * count, 4096);
   if (!m) return -ENOMEM;
+  H->chunkmap = _hpcmem_prim_reserve(((size_t)count << (HPCMEM_SLICE_SHIFT - HPCMEM_CHUNK_SHIFT)) * sizeof(void *), 4096);
+  if (!H->chunkmap) return -ENOMEM;
   H->pagemap = _hpcmem_prim_reserve(((size_t)count << (HPCMEM_SLICE_SHIFT - HPCMEM_PAGEMAP_SHIFT)) * sizeof(void *), 4096);
   if (!H->pagemap) return -ENOMEM;
   H->classmap = _hpcmem_prim_reserve((size_t)count << (HPCMEM_SLICE_SHIFT - HPCMEM_CHUNK_SHIFT), 4096);
@@ -48,17 +52,16 @@ int _hpcmem_heaps_init(unsigned count, unsigned block_shift) {
   for (unsigned c = 1; c < HPCMEM_NCLASSES; c++) {
     hpcmem_class_geom_t *g = &_hpcmem_class_geom[c];
     size_t span = (size_t)1 << (span_order(c) + block_shift);
-    g->size = _hpcmem_class_size[c];
-    g->divmagic = UINT64_MAX / g->size + 1;
+    g->divmagic = UINT64_MAX / _hpcmem_class_size[c] + 1;
     g->span_mask = span - 1;
-    g->limit = (uint32_t)(span / g->size * g->size);
+    g->limit = _hpcmem_class_limit(_hpcmem_class_size[c], span);
   }
   for (unsigned i = 0; i < count; i++, m += mgmt) {
     hpcmem_heap_t *h = &H->heap[i];
     h->index = i;
     h->base = H->base + ((size_t)i << HPCMEM_SLICE_SHIFT);
     unsigned ext = 63u - (unsigned)__builtin_clzll(INITIAL_EXTENT >> block_shift | 1);
-    _hpcmem_itree_init(&h->tree, m, depth, ext);
+    _hpcmem_itree_init(&h->tree, m, depth, low, ext);
     h->desc_next = (hpcmem_span_t *)(m + tree);
     h->desc_end = h->desc_next + nblocks;
   }
@@ -81,10 +84,20 @@ static unsigned order_for(size_t bytes) {
   return blocks <= 1 ? 0 : 64u - (unsigned)__builtin_clzll(blocks - 1);
 }
 
+/* The chunk map entries of a run of a chunk or more; the page map entries of
+ * a smaller one, whose chunk is marked as holding such runs (and stays so:
+ * the page map says NULL where none lies any more). */
 static void map_run(hpcmem_heap_t *h, hpcmem_span_t *s, hpcmem_span_t *value) {
   (void)h;
-  size_t first = (size_t)(s->start - _hpcmem_heaps.base) >> HPCMEM_PAGEMAP_SHIFT;
-  size_t n = (size_t)1 << (s->order + _hpcmem_heaps.block_shift - HPCMEM_PAGEMAP_SHIFT);
+  size_t off = (size_t)(s->start - _hpcmem_heaps.base);
+  unsigned shift = s->order + _hpcmem_heaps.block_shift;
+  if (shift >= HPCMEM_CHUNK_SHIFT) {
+    size_t first = off >> HPCMEM_CHUNK_SHIFT, n = (size_t)1 << (shift - HPCMEM_CHUNK_SHIFT);
+    for (size_t i = 0; i < n; i++) _hpcmem_heaps.chunkmap[first + i] = value;
+    return;
+  }
+  if (value) _hpcmem_heaps.chunkmap[off >> HPCMEM_CHUNK_SHIFT] = HPCMEM_CHUNK_SMALL_RUNS;
+  size_t first = off >> HPCMEM_PAGEMAP_SHIFT, n = (size_t)1 << (shift - HPCMEM_PAGEMAP_SHIFT);
   for (size_t i = 0; i < n; i++) _hpcmem_heaps.pagemap[first + i] = value;
 }
 
@@ -107,7 +120,7 @@ static hpcmem_span_t *run_new(hpcmem_heap_t *h, unsigned order, unsigned kind) {
 static void map_class(const hpcmem_span_t *s, uint8_t cls) {
   size_t first = (size_t)(s->start - _hpcmem_heaps.base) >> HPCMEM_CHUNK_SHIFT;
   size_t n = ((size_t)1 << (s->order + _hpcmem_heaps.block_shift)) >> HPCMEM_CHUNK_SHIFT;
-  for (size_t i = 0; i < n; i++) _hpcmem_heaps.classmap[first + i] = cls;
+  for (size_t i = 0; i < n; i++) _hpcmem_heaps.classmap[first + i] = (uint8_t)HPCMEM_CLASS_KEY(cls);
 }
 
 static void run_release(hpcmem_heap_t *h, hpcmem_span_t *s) {
@@ -415,7 +428,7 @@ int _hpcmem_heap_check(hpcmem_heap_t *h) {
         rc = -EFAULT;
       }
       size_t chunk = (size_t)(s->start - _hpcmem_heaps.base) >> HPCMEM_CHUNK_SHIFT;
-      if (_hpcmem_heaps.classmap[chunk] != c) {
+      if (_hpcmem_heaps.classmap[chunk] != HPCMEM_CLASS_KEY(c)) {
         _hpcmem_warn("heap %u: class map says %u for span %p of class %u", h->index,
                      _hpcmem_heaps.classmap[chunk], (void *)s->start, c);
         rc = -EFAULT;

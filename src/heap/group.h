@@ -8,9 +8,10 @@
  * batches) or a direct run (one allocation: sizes above the largest class
  * that stay below the large threshold, and large alignments).  Every run's
  * record (its "data manager", hpcmem_span_t) lives in the heap's management
- * area, never in front of the data; a page map in the management area gives
- * the record of any datablock in O(1) for the free fast path, and the tree
- * search (_hpcmem_itree_free) validates runs when they are given back.
+ * area, never in front of the data; a chunk map (one entry per 64 KiB, where
+ * runs smaller than that defer to a page map) gives the record of any
+ * address in O(1) for the slow paths, and the tree search
+ * (_hpcmem_itree_free) validates runs when they are given back.
  *
  * Frees from a thread of another group go onto the span's lock-free remote
  * list; the owner collects them when it next refills, so a remote free never
@@ -26,7 +27,8 @@
 #define HPCMEM_SLICE_SHIFT 34          /* 16 GiB of address space per heap */
 #define HPCMEM_MAX_HEAPS 64
 #define HPCMEM_PAGEMAP_SHIFT 12        /* page map granularity, whatever the datablock size */
-#define HPCMEM_CHUNK_SHIFT 16          /* class map granularity: spans are at least this big and aligned */
+#define HPCMEM_CHUNK_SHIFT 16          /* class map and chunk map granularity: spans are at least this
+                                          big and aligned */
 
 enum { HPCMEM_SPAN_SMALL = 1, HPCMEM_SPAN_RUN = 2 };
 
@@ -70,9 +72,17 @@ typedef struct hpcmem_heap {
 typedef struct hpcmem_heaps {
   char *base;
   size_t size;                /* count << HPCMEM_SLICE_SHIFT */
-  hpcmem_span_t **pagemap;    /* one entry per 4 KiB page of all slices */
-  uint8_t *classmap;          /* one byte per 64 KiB chunk of all slices: the size class of the
-                                 span covering the chunk, 0 when no span of small objects does */
+  /* The record of the run covering each 64 KiB chunk of all slices, or
+   * HPCMEM_CHUNK_SMALL_RUNS where runs smaller than a chunk lie: their
+   * records are in the page map (one entry per 4 KiB page, written for those
+   * runs only).  Spans and most direct runs are chunks or more, so a young
+   * heap's first 32 MiB of runs have their records in one page of the chunk
+   * map. */
+  hpcmem_span_t **chunkmap;
+  hpcmem_span_t **pagemap;
+  uint8_t *classmap;          /* one byte per 64 KiB chunk of all slices: the key of the size class
+                                 of the span covering the chunk (HPCMEM_CLASS_KEY), 0 when no span
+                                 of small objects does */
   unsigned count, block_shift;
   hpcmem_heap_t heap[HPCMEM_MAX_HEAPS];
 } hpcmem_heaps_t;
@@ -83,23 +93,26 @@ extern HPCMEM_HIDDEN hpcmem_heaps_t _hpcmem_heaps;
  * class all have the same size (a power of two, aligned to it, at least one
  * chunk), so a pointer's offset in its span is its slice offset masked, and
  * the span record is not needed to tell an object boundary.  Entry 0 (no
- * class) has limit 0, which no offset passes. */
+ * class) has limit 0, which no offset passes.  32 bytes, as a bin: one
+ * shifted class index addresses both. */
 typedef struct hpcmem_class_geom {
-  uint64_t divmagic;          /* ceil(2^64 / size): divisibility test with one multiply */
-  uint64_t span_mask;         /* span bytes - 1 */
-  uint32_t limit;             /* capacity * size: offsets at or past it hold no object */
-  uint32_t size;
-  uint64_t pad_;              /* 32 bytes: the fast path indexes with a shift */
+  uint64_t divmagic;          /* ceil(2^64 / size) */
+  uint64_t limit;             /* offset * divmagic (mod 2^64) is below this exactly at object starts */
+  uint64_t span_mask;         /* span bytes - 1 (spans are at most 1 MiB) */
+  uint64_t pad_;
 } hpcmem_class_geom_t;
 extern HPCMEM_HIDDEN hpcmem_class_geom_t _hpcmem_class_geom[HPCMEM_NCLASSES];
 
 int _hpcmem_heaps_init(unsigned count, unsigned block_shift);
 
+#define HPCMEM_CHUNK_SMALL_RUNS ((hpcmem_span_t *)1)
+
 /* The record of the run holding p, or NULL when p is not in a live run. */
 static inline hpcmem_span_t *_hpcmem_span_of(const void *p) {
   uintptr_t off = (uintptr_t)p - (uintptr_t)_hpcmem_heaps.base;
   if (off >= _hpcmem_heaps.size) return NULL;
-  return _hpcmem_heaps.pagemap[off >> HPCMEM_PAGEMAP_SHIFT];
+  hpcmem_span_t *s = _hpcmem_heaps.chunkmap[off >> HPCMEM_CHUNK_SHIFT];
+  return s == HPCMEM_CHUNK_SMALL_RUNS ? _hpcmem_heaps.pagemap[off >> HPCMEM_PAGEMAP_SHIFT] : s;
 }
 #define HPCMEM_NO_HEAP 0xFFFFu
 /* p is at an object boundary of span s (Lemire's divisibility test: off is a
@@ -112,11 +125,19 @@ static inline int _hpcmem_span_is_object(const hpcmem_span_t *s, const void *p) 
   return _hpcmem_span_on_boundary(s, p) && (size_t)((const char *)p - s->start) < (size_t)s->bump * s->obj_size;
 }
 
-/* Is off (an offset in a heap's slice, inside a chunk of class cls != 0) the
- * start of an object?  Lemire's test as in _hpcmem_span_on_boundary. */
+/* Is off (an offset in a heap's slice, inside a chunk of class cls) the
+ * start of an object?  Lemire's test with the span's end folded in: with
+ * e = size * divmagic - 2^64, a multiple k * size of the size gives k * e,
+ * anything else at least divmagic, so "below capacity * e" is "an object
+ * start below capacity" (limit = capacity * e < span <= 2^20 < divmagic; a
+ * power-of-two size divides its span, e = 0: limit 1, only multiples give 0). */
 static inline int _hpcmem_class_on_boundary(const hpcmem_class_geom_t *g, uintptr_t off) {
-  uint64_t in = off & g->span_mask;
-  return in * g->divmagic < g->divmagic && in < g->limit;
+  return (off & g->span_mask) * g->divmagic < g->limit;
+}
+/* The limit of a class of `size` bytes in spans of `span` bytes. */
+static inline uint64_t _hpcmem_class_limit(uint64_t size, uint64_t span) {
+  uint64_t magic = UINT64_MAX / size + 1, e = size * magic;   /* mod 2^64 */
+  return e ? span / size * e : 1;
 }
 
 /* About `want` objects of class cls from heap h (more, up to `most`, when a

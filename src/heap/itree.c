@@ -8,16 +8,19 @@
 #define NONE_FREE(order) ((uint8_t)((order) + 1))   /* code of a node with no free block */
 
 /* Node n (1-based, children 2n and 2n+1) at level L lies in band
- * (depth - L) / BAND, in the block of its ancestor at the band's top level
- * Ltop; inside the block, nodes are numbered as in a tree of their own. */
-static inline hpcmem_itree_node_t *at(const hpcmem_itree_t *t, uint64_t n) {
+ * level_band[L], in the block of its ancestor at the band's top level;
+ * inside the block, nodes are numbered as in a tree of their own (1 = the
+ * block's top). */
+static inline uint64_t slot_of(const hpcmem_itree_t *t, uint64_t n, uint64_t *local) {
   unsigned level = (unsigned)(63 - __builtin_clzll(n));
-  unsigned band = (t->depth - level) / HPCMEM_ITREE_BAND;
-  int top = (int)t->depth - (int)(band * HPCMEM_ITREE_BAND + HPCMEM_ITREE_BAND - 1);
-  unsigned ltop = top > 0 ? (unsigned)top : 0, k = level - ltop;
-  uint64_t local = ((uint64_t)1 << k) | (n & (((uint64_t)1 << k) - 1));
-  uint64_t block = (n >> k) - ((uint64_t)1 << ltop);
-  return &t->node[t->band_base[band] + (block << HPCMEM_ITREE_BAND) + local];
+  unsigned b = t->level_band[level], top = t->band_top[b], k = level - top;
+  *local = (n & (((uint64_t)1 << k) - 1)) | ((uint64_t)1 << k);
+  uint64_t block = (n >> k) - ((uint64_t)1 << top);
+  return t->band_base[b] + (block << t->band_bits[b]) + *local;
+}
+static inline hpcmem_itree_node_t *at(const hpcmem_itree_t *t, uint64_t n) {
+  uint64_t local;
+  return &t->node[slot_of(t, n, &local)];
 }
 #define CODE(t, n) (at((t), (n))->code)
 #define USED(t, n) (at((t), (n))->used)
@@ -25,108 +28,212 @@ static inline hpcmem_itree_node_t *at(const hpcmem_itree_t *t, uint64_t n) {
 static inline unsigned node_order(const hpcmem_itree_t *t, uint64_t n) {
   return t->depth - (unsigned)(63 - __builtin_clzll(n));
 }
-/* longest free run order of node n, or -1 when nothing is free */
-static inline int longest(const hpcmem_itree_t *t, uint64_t n) {
-  return (int)node_order(t, n) - (int)(CODE(t, n) & ~RUN_BIT);
+/* longest free run order of a node of order ord, or -1 when nothing is free */
+static inline int longest_of(const hpcmem_itree_node_t *x, unsigned ord) {
+  return (int)ord - (int)(x->code & ~RUN_BIT);
 }
+static inline int longest(const hpcmem_itree_t *t, uint64_t n) { return longest_of(at(t, n), node_order(t, n)); }
 static inline int fully_free(const hpcmem_itree_t *t, uint64_t n) { return CODE(t, n) == 0; }
+static inline uint64_t extent_root(const hpcmem_itree_t *t) {
+  return (uint64_t)1 << (t->depth - t->extent_order);
+}
 
-/* Slots of each band (blocks of 2^BAND slots, one per node at the band's top level). */
-static size_t layout(unsigned depth, size_t *base) {
+/* A node's slot, walked to its parent or children without recomputing the
+ * band arithmetic while the walk stays inside one block. */
+typedef struct cursor {
+  hpcmem_itree_node_t *p;
+  uint64_t local;        /* index inside its block, 1 = the block's top */
+  uint64_t bottom;       /* locals at or above this are the block's lowest level */
+} cursor_t;
+
+static inline cursor_t cur_at(const hpcmem_itree_t *t, uint64_t n) {
+  cursor_t c;
+  unsigned level = (unsigned)(63 - __builtin_clzll(n));
+  c.p = &t->node[slot_of(t, n, &c.local)];
+  c.bottom = (uint64_t)1 << (t->band_bits[t->level_band[level]] - 1);
+  return c;
+}
+static inline cursor_t cur_parent(const hpcmem_itree_t *t, cursor_t c, uint64_t parent) {
+  if (c.local == 1) return cur_at(t, parent);
+  c.p -= c.local - (c.local >> 1);
+  c.local >>= 1;
+  return c;
+}
+static inline cursor_t cur_child(const hpcmem_itree_t *t, cursor_t c, uint64_t child) {
+  if (c.local >= c.bottom) return cur_at(t, child);
+  c.p += c.local + (child & 1);
+  c.local = 2 * c.local + (child & 1);
+  return c;
+}
+static inline hpcmem_itree_node_t *cur_sibling(const hpcmem_itree_t *t, cursor_t c, uint64_t n) {
+  if (c.local == 1) return at(t, n ^ 1);
+  return c.local & 1 ? c.p - 1 : c.p + 1;
+}
+
+/* Bands from the leaves up: the lowest has `low` levels (0: BAND), the others
+ * BAND, the top one what is left.  Bands whose blocks fill pages start on a
+ * page.  Returns the slot count. */
+static size_t layout(hpcmem_itree_t *t, unsigned depth, unsigned low) {
   size_t slots = 0;
-  for (unsigned b = 0; b < HPCMEM_ITREE_MAX_BANDS; b++) {
-    int top = (int)depth - (int)(b * HPCMEM_ITREE_BAND + HPCMEM_ITREE_BAND - 1);
-    if (base) base[b] = slots;
-    if (b * HPCMEM_ITREE_BAND > depth) continue;           /* no such band */
-    slots += ((size_t)1 << (top > 0 ? top : 0)) << HPCMEM_ITREE_BAND;
+  unsigned bottom = depth, left = depth + 1;
+  for (unsigned b = 0; left; b++) {
+    unsigned v = b == 0 && low ? low : HPCMEM_ITREE_BAND;
+    if (v > left) v = left;
+    unsigned top = bottom + 1 - v;
+    size_t align = (size_t)1 << (v < HPCMEM_ITREE_BAND ? v : HPCMEM_ITREE_BAND);
+    slots = (slots + align - 1) & ~(align - 1);
+    if (t) {
+      t->band_base[b] = slots;
+      t->band_bits[b] = (uint8_t)v;
+      t->band_top[b] = (uint8_t)top;
+      for (unsigned l = top; l <= bottom; l++) t->level_band[l] = (uint8_t)b;
+    }
+    slots += ((size_t)1 << top) << v;
+    left -= v;
+    bottom = top - 1;
   }
   return slots;
 }
 
-size_t _hpcmem_itree_mgmt_size(unsigned depth) {
-  return layout(depth, NULL) * sizeof(hpcmem_itree_node_t);
+size_t _hpcmem_itree_mgmt_size(unsigned depth, unsigned low) {
+  return layout(NULL, depth, low) * sizeof(hpcmem_itree_node_t);
 }
 
-void _hpcmem_itree_init(hpcmem_itree_t *t, void *mgmt, unsigned depth, unsigned initial_extent_order) {
+void _hpcmem_itree_init(hpcmem_itree_t *t, void *mgmt, unsigned depth, unsigned low,
+                        unsigned initial_extent_order) {
   t->node = (hpcmem_itree_node_t *)mgmt;
-  layout(depth, t->band_base);
+  layout(t, depth, low);
   t->depth = depth;
   t->extent_order = initial_extent_order < depth ? initial_extent_order : depth;
   t->used_blocks = 0;
 }
 
-/* Recompute node n from its children after a change below it. */
-static void pull_up(hpcmem_itree_t *t, uint64_t n) {
-  for (; n >= 1; n >>= 1) {
-    uint64_t l = 2 * n, r = l + 1;
-    unsigned ord = node_order(t, n);
-    USED(t, n) = USED(t, l) + USED(t, r);
-    if (fully_free(t, l) && fully_free(t, r)) CODE(t, n) = 0;
-    else {
-      int ll = longest(t, l), lr = longest(t, r);
-      int best = ll > lr ? ll : lr;
-      CODE(t, n) = (uint8_t)((int)ord - best);
+/* Node n (at cursor c) changed by delta used blocks: its ancestors up to the
+ * extent's root.  The codes stop changing at the first ancestor whose code
+ * stays (a code depends on the children's codes only); the counts change all
+ * the way. */
+static void pull_up(const hpcmem_itree_t *t, uint64_t n, cursor_t c, int32_t delta) {
+  uint64_t root = extent_root(t);
+  unsigned ord = node_order(t, n);
+  int codes = 1;
+  while (n > root) {
+    const hpcmem_itree_node_t *me = c.p, *sib = codes ? cur_sibling(t, c, n) : NULL;
+    c = cur_parent(t, c, n >> 1);
+    c.p->used += (uint32_t)delta;
+    if (codes) {
+      uint8_t code = 0;
+      if (me->code || sib->code) {
+        int a = longest_of(me, ord), b = longest_of(sib, ord);
+        code = (uint8_t)((int)ord + 1 - (a > b ? a : b));
+      }
+      if (code == c.p->code) codes = 0;
+      else c.p->code = code;
     }
-    if (n == 1) break;
+    n >>= 1;
+    ord++;
   }
+}
+
+/* The extent doubles: its new root (never written, like the new right half)
+ * takes the old root's counts. */
+static void extent_grow(hpcmem_itree_t *t) {
+  uint64_t old = extent_root(t);
+  const hpcmem_itree_node_t *o = at(t, old);
+  t->extent_order++;
+  if (o->code == 0) return;                     /* all free: the new root stays zero */
+  hpcmem_itree_node_t *r = at(t, old >> 1);
+  r->used = o->used;
+  r->code = 1;                                  /* the right half is free: order - 1 */
 }
 
 int64_t _hpcmem_itree_alloc(hpcmem_itree_t *t, unsigned order) {
   if (order > t->depth) return -1;
   for (;;) {
-    uint64_t root = (uint64_t)1 << (t->depth - t->extent_order);   /* leftmost node of the extent */
-    if (order <= t->extent_order && longest(t, root) >= (int)order) {
-      uint64_t n = root;
-      while (node_order(t, n) > order) {
-        uint64_t l = 2 * n, r = l + 1;
-        if (fully_free(t, n)) { CODE(t, l) = CODE(t, r) = 0; USED(t, l) = USED(t, r) = 0; }
-        int okl = longest(t, l) >= (int)order, okr = longest(t, r) >= (int)order;
-        /* both fit: the side with more free space (fewer used blocks); left on a tie */
-        n = (okl && (!okr || USED(t, l) <= USED(t, r))) ? l : r;
+    uint64_t n = extent_root(t);
+    unsigned ord = t->extent_order;
+    cursor_t c = cur_at(t, n);
+    if (order <= ord && longest_of(c.p, ord) >= (int)order) {
+      /* descend while the node is split: both sides that fit, the one with
+       * more free space (fewer used blocks), left on a tie */
+      while (c.p->code != 0) {
+        cursor_t l = cur_child(t, c, 2 * n), r = cur_child(t, c, 2 * n + 1);
+        int okl = longest_of(l.p, ord - 1) >= (int)order, okr = longest_of(r.p, ord - 1) >= (int)order;
+        if (okl && (!okr || l.p->used <= r.p->used)) { n = 2 * n; c = l; }
+        else { n = 2 * n + 1; c = r; }
+        ord--;
       }
-      CODE(t, n) = (uint8_t)(RUN_BIT | NONE_FREE(order));
-      USED(t, n) = (uint32_t)1 << order;
+      /* n is fully free (ord >= order; when equal, it was found split above
+       * down to its order): the run is its leftmost descendant of the order,
+       * and the nodes between have a free other side, never read */
+      uint64_t top = n;
+      if (ord != order) {
+        n <<= ord - order;
+        c = cur_at(t, n);
+      }
+      c.p->code = (uint8_t)(RUN_BIT | NONE_FREE(order));
+      c.p->used = (uint32_t)1 << order;
+      for (uint64_t a = n; a > top;) {
+        c = cur_parent(t, c, a >> 1);
+        a >>= 1;
+        c.p->used = (uint32_t)1 << order;
+        c.p->code = 1;                          /* longest free: the other half, order - 1 */
+      }
       t->used_blocks += (uint64_t)1 << order;
-      if (n > 1) pull_up(t, n >> 1);
+      pull_up(t, top, c, (int32_t)1 << order);
       return (int64_t)((n << order) - ((uint64_t)1 << t->depth));
     }
     if (t->extent_order >= t->depth) return -1;
-    t->extent_order++;
+    extent_grow(t);
   }
 }
 
 /* Find the run node that starts at idx (descending along the address bits). */
-static uint64_t find_run(const hpcmem_itree_t *t, uint64_t idx) {
-  if (idx >> t->depth) return 0;
-  uint64_t n = 1;
-  for (unsigned level = 0;; level++) {
-    if (CODE(t, n) & RUN_BIT) {
-      unsigned ord = node_order(t, n);
+static uint64_t find_run(const hpcmem_itree_t *t, uint64_t idx, cursor_t *cp) {
+  if (idx >> t->extent_order) return 0;          /* nothing is allocated past the extent */
+  uint64_t n = extent_root(t);
+  cursor_t c = cur_at(t, n);
+  for (unsigned ord = t->extent_order;; ord--) {
+    if (c.p->code & RUN_BIT) {
+      *cp = c;
       return (idx & (((uint64_t)1 << ord) - 1)) == 0 ? n : 0;  /* interior block: not a run start */
     }
-    if (fully_free(t, n) || level == t->depth) return 0;
-    n = 2 * n + ((idx >> (t->depth - level - 1)) & 1);
+    if (c.p->code == 0 || ord == 0) return 0;
+    n = 2 * n + ((idx >> (ord - 1)) & 1);
+    c = cur_child(t, c, n);
   }
 }
 
 int _hpcmem_itree_order(const hpcmem_itree_t *t, uint64_t idx) {
-  uint64_t n = find_run(t, idx);
+  cursor_t c;
+  uint64_t n = find_run(t, idx, &c);
   return n ? (int)node_order(t, n) : -EINVAL;
 }
 
 int _hpcmem_itree_free(hpcmem_itree_t *t, uint64_t idx) {
-  uint64_t n = find_run(t, idx);
+  cursor_t c;
+  uint64_t n = find_run(t, idx, &c);
   if (!n) return -EINVAL;
   unsigned ord = node_order(t, n);
-  CODE(t, n) = 0;
-  USED(t, n) = 0;
+  c.p->code = 0;
+  c.p->used = 0;
   t->used_blocks -= (uint64_t)1 << ord;
-  if (n > 1) pull_up(t, n >> 1);
+  pull_up(t, n, c, -((int32_t)1 << ord));
   return (int)ord;
 }
 
-/* Returns used blocks of the subtree, or -1 after reporting a broken invariant. */
-static int64_t check_node(const hpcmem_itree_t *t, uint64_t n) {
+/* Returns used blocks of the subtree, or -1 after reporting a broken
+ * invariant (below a fully free node, every node must be zero). */
+static int64_t check_zero(const hpcmem_itree_t *t, uint64_t n) {
+  if (CODE(t, n) != 0 || USED(t, n) != 0) {
+    _hpcmem_warn("itree: node %llu below a free node is not zero (code %u used %u)", (unsigned long long)n,
+                 CODE(t, n), USED(t, n));
+    return -1;
+  }
+  if (node_order(t, n) == 0) return 0;
+  return check_zero(t, 2 * n) < 0 || check_zero(t, 2 * n + 1) < 0 ? -1 : 0;
+}
+
+static int64_t check_node(const hpcmem_itree_t *t, uint64_t n, int deep) {
   unsigned ord = node_order(t, n);
   if (CODE(t, n) & RUN_BIT) {
     if ((CODE(t, n) & ~RUN_BIT) != NONE_FREE(ord) || USED(t, n) != (1u << ord)) {
@@ -137,10 +244,10 @@ static int64_t check_node(const hpcmem_itree_t *t, uint64_t n) {
   }
   if (fully_free(t, n)) {
     if (USED(t, n) != 0) { _hpcmem_warn("itree: free node %llu has used %u", (unsigned long long)n, USED(t, n)); return -1; }
-    return 0;
+    return deep ? check_zero(t, n) : 0;
   }
   if (ord == 0) { _hpcmem_warn("itree: leaf %llu in a bad state", (unsigned long long)n); return -1; }
-  int64_t ul = check_node(t, 2 * n), ur = check_node(t, 2 * n + 1);
+  int64_t ul = check_node(t, 2 * n, deep), ur = check_node(t, 2 * n + 1, deep);
   if (ul < 0 || ur < 0) return -1;
   int ll = longest(t, 2 * n), lr = longest(t, 2 * n + 1);
   int both_free = fully_free(t, 2 * n) && fully_free(t, 2 * n + 1);
@@ -153,8 +260,12 @@ static int64_t check_node(const hpcmem_itree_t *t, uint64_t n) {
   return ul + ur;
 }
 
+/* The zero subtrees below free nodes are walked only for small trees (the
+ * tests'): a heap's tree has millions of them. */
+#define CHECK_ZERO_DEPTH 16
+
 int _hpcmem_itree_check(const hpcmem_itree_t *t) {
-  int64_t u = check_node(t, 1);
+  int64_t u = check_node(t, extent_root(t), t->depth <= CHECK_ZERO_DEPTH);
   if (u < 0) return -EFAULT;
   if ((uint64_t)u != t->used_blocks) {
     _hpcmem_warn("itree: %llu blocks used in the tree, %llu counted", (unsigned long long)u,

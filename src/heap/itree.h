@@ -12,19 +12,27 @@
  *
  * All of it lives in a management area apart from the data; zero when fresh
  * and zero means "free", so untouched parts of a huge tree cost no memory.
- * The nodes are stored in 4 KiB blocks, each holding a subtree of nine
- * levels (bands counted from the leaves): a run's path from the root crosses
- * three blocks, and a young heap touches a handful of pages of its tree
- * instead of one page per level.  Allocation is confined to the leftmost
+ * Invariant: below a fully free node every node is zero, so allocation never
+ * writes, and mostly never reads, the free side of a split.
+ *
+ * The nodes are stored in blocks, each a subtree of up to nine levels (4 KiB),
+ * bands of blocks counted from the leaves.  The lowest band can be given
+ * fewer levels (`low`): the group heaps make its top the order of their
+ * smallest span, so that the nodes every span and larger run uses, up to
+ * 2^(low+8) blocks, lie in one 4 KiB block, and only runs smaller than a span
+ * reach into the lowest band.  Allocation is confined to the leftmost
  * `extent` blocks, doubled when they are full, which keeps a young heap
- * compact.  Not thread-safe: the owning heap's lock protects it. */
+ * compact; the nodes above the extent's root are neither read nor written
+ * until the extent reaches them.  Not thread-safe: the owning heap's lock
+ * protects it. */
 #ifndef HPCMEM_HEAP_ITREE_H
 #define HPCMEM_HEAP_ITREE_H
 #include <stddef.h>
 #include <stdint.h>
 
 #define HPCMEM_ITREE_BAND 9          /* levels per block: 511 nodes in 512 slots of 8 bytes */
-#define HPCMEM_ITREE_MAX_BANDS 8
+#define HPCMEM_ITREE_MAX_BANDS 9
+#define HPCMEM_ITREE_MAX_DEPTH 62
 
 typedef struct hpcmem_itree_node {
   uint32_t used;        /* blocks in use in the subtree */
@@ -35,15 +43,20 @@ typedef struct hpcmem_itree_node {
 typedef struct hpcmem_itree {
   hpcmem_itree_node_t *node;
   size_t band_base[HPCMEM_ITREE_MAX_BANDS];   /* first slot of each band (band 0 holds the leaves) */
+  uint8_t band_bits[HPCMEM_ITREE_MAX_BANDS];  /* levels of the band's blocks (2^bits slots each) */
+  uint8_t band_top[HPCMEM_ITREE_MAX_BANDS];   /* tree level of the band's block tops */
+  uint8_t level_band[HPCMEM_ITREE_MAX_DEPTH + 1];
   unsigned depth;       /* leaves are at this depth; node count is 2^(depth+1) - 1 */
   unsigned extent_order;/* allocation confined to the first 2^extent_order blocks */
   uint64_t used_blocks;
 } hpcmem_itree_t;
 
-/* Bytes of management area for a tree over 2^depth blocks (depth < 8 * 9). */
-size_t _hpcmem_itree_mgmt_size(unsigned depth);
-/* mgmt must be zeroed memory of _hpcmem_itree_mgmt_size(depth) bytes. */
-void _hpcmem_itree_init(hpcmem_itree_t *t, void *mgmt, unsigned depth, unsigned initial_extent_order);
+/* Bytes of management area for a tree over 2^depth blocks whose lowest band
+ * has `low` levels (0: nine, like the others); depth <= HPCMEM_ITREE_MAX_DEPTH. */
+size_t _hpcmem_itree_mgmt_size(unsigned depth, unsigned low);
+/* mgmt must be zeroed memory of _hpcmem_itree_mgmt_size(depth, low) bytes. */
+void _hpcmem_itree_init(hpcmem_itree_t *t, void *mgmt, unsigned depth, unsigned low,
+                        unsigned initial_extent_order);
 /* A run of 2^order blocks: its first block index, or -1 when none is free. */
 int64_t _hpcmem_itree_alloc(hpcmem_itree_t *t, unsigned order);
 /* Free the run that starts at block idx: its order, or -EINVAL when idx is not

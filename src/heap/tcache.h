@@ -9,8 +9,9 @@
 #include "heap/group.h"
 #include "hpcmem.h"
 
-/* Timing of the allocator's own time (alloc_time_ns): one call in this many
- * is timed through the slow path and the time scaled by it. */
+/* Timing of the allocator's own time (alloc_time_ns): about one call in this
+ * many is timed through the slow path, and the time scaled by the calls it
+ * stands for. */
 #define HPCMEM_SAMPLE_PERIOD 1024u
 /* A thread publishes its live-bytes change once it drifts this far. */
 #define HPCMEM_PUBLISH_BYTES ((int64_t)64 << 10)
@@ -18,53 +19,68 @@
 /* A bin holds objects three ways.  A list linked through the objects' first
  * word, each carrying the free key in its second word: what malloc and free
  * use while a thread holds objects of the class.  When the list is empty, a
- * slot (hpcmem_bin_edge_t) holds one freed object without writing into it or
- * reading it, so a malloc/free loop cycles one object and never touches its
- * memory; the slot is full only while the list is empty (the first object
- * pushed moves it onto the list), which keeps it off the list paths.  Last,
- * a range of fresh objects never written (from a refill), handed out by
- * bumping a pointer: a class's memory is first touched by the program, not
- * by the allocator.  max == 0: the class was never used by this thread (its
- * first refill takes a single object). */
+ * slot holds one freed object without writing into it or reading it, so a
+ * malloc/free loop cycles one object and never touches its memory; the slot
+ * is full only while the list is empty (the first object pushed moves it
+ * onto the list), which keeps it off the list paths.  Last, a range of fresh
+ * objects never written (from a refill), handed out by bumping a pointer
+ * (hpcmem_tcache_t.fresh): a class's memory is first touched by the program,
+ * not by the allocator.  max == 0: the class was never used by this thread
+ * (its first refill takes a single object).  32 bytes: everything a list or
+ * slot hit reads of its bin is in one cache line. */
 typedef struct hpcmem_bin {
   void *head;
+  uint64_t step;                   /* what a hit takes from the accounting word: (size << 32) | 1 */
   uint16_t count, max;             /* objects on the list; max <= 512 */
-  uint32_t size;                   /* the class's object size (0 in the placeholder) */
-} hpcmem_bin_t;
-
-/* What a bin holds besides its list, read only when the list is empty. */
-typedef struct hpcmem_bin_edge {
+  uint32_t nfresh;                 /* fresh objects from fresh[class] on, one class size apart */
   void *slot;                      /* NULL or one free object, not written; only while count == 0 */
-  char *fresh;                     /* next fresh object: nfresh of them, one class size apart */
-  uint32_t nfresh, pad_;
-} hpcmem_bin_edge_t;
+} __attribute__((aligned(32))) hpcmem_bin_t;
+
+/* The fast paths' statistics, one word per direction: its high 32 bits are
+ * the bytes the fast path may still allocate (free) before the slow path
+ * settles them, its low 32 bits count calls down from HPCMEM_ACCT_CALLS.  A
+ * hit takes its bin's step off the word, and instead goes to the slow path
+ * when the word would go negative: the byte budget is spent, or the slow path
+ * emptied it to see the next call (the timing sample; tracing).  Budgets stay
+ * below 2^31 and at least 16 bytes go per call, so neither half runs over. */
+#define HPCMEM_ACCT_CALLS 0xFFFFFFFFu
+static inline uint64_t _hpcmem_acct_word(uint32_t bytes) { return (uint64_t)bytes << 32 | HPCMEM_ACCT_CALLS; }
+/* A hit's accounting: 0, or 1 when the call must go to the slow path (nothing taken). */
+static inline int _hpcmem_acct_take(uint64_t *acct, uint64_t step) {
+  uint64_t left = *acct - step;
+  if ((int64_t)left < 0) return 1;
+  *acct = left;
+  return 0;
+}
 
 typedef struct hpcmem_tcache {
-  /* first cache line: everything the malloc and free fast paths read besides
-   * their bin (hit paths touch this line, the bin's and the object's) */
+  /* first line: everything the malloc and free fast paths read besides
+   * their bin (hit paths touch this line, the bin's, and the object's; free
+   * also one byte of the class map and the class's geometry) */
   char *slice;                     /* start of the group heap's address slice (NULL while tracing) */
   const uint8_t *classmap;         /* the slice's part of _hpcmem_heaps.classmap */
-  /* Bytes the fast paths may still allocate / free before the slow path
-   * settles the statistics (budget_* <= credit_*: credit - budget bytes went
-   * by since), so a fast hit writes two counters: this and sample_*. */
-  uint32_t budget_alloc, budget_free;
-  /* calls until the next one is timed; every malloc and free call counts
-   * once, hit or not (see _hpcmem_sample_due) */
-  uint32_t sample_alloc, sample_free;
+  uint64_t acct_alloc, acct_free;  /* accounting words (see HPCMEM_ACCT_CALLS) */
   hpcmem_bin_t bin[HPCMEM_NCLASSES];
-  hpcmem_bin_edge_t edge[HPCMEM_NCLASSES];
+  char *fresh[HPCMEM_NCLASSES];    /* next fresh object of each bin */
   /* Statistics of this thread, as settled; the exact figures are
-   * _hpcmem_tcache_counts().  current bytes = allocated - freed. */
-  /* b_alloc and b_freed are not neighbours: the compiler would settle both
-   * with one 16-byte load and store, which cannot take its data from the
-   * slow paths' recent 8-byte stores (a store-forwarding stall every publish) */
-  uint64_t b_alloc, n_alloc, b_freed, n_free;
-  uint32_t credit_alloc, credit_free;
-  uint32_t slow_alloc, slow_free;  /* slow-path calls in the current sampling period */
+   * _hpcmem_tcache_n_alloc() and its neighbours.  current bytes = allocated - freed. */
+  /* No two counters that settle together are neighbours: the compiler would
+   * settle them with one 16-byte load and store, which cannot take its data
+   * from the slow paths' recent 8-byte stores to one of them (a
+   * store-forwarding stall every settling). */
+  uint64_t b_alloc;
   int64_t published;               /* part of (b_alloc - b_freed) already in the process total */
-  hpcmem_heap_t *heap;
-  unsigned heap_index;             /* heap->index */
+  uint64_t n_alloc;
+  uint64_t timed_alloc;            /* n_alloc before the last timed call */
+  uint64_t b_freed;
   uint64_t alloc_ticks;            /* sampled time inside the allocator, in _hpcmem_prim_ticks() */
+  uint64_t n_free;
+  uint64_t timed_free;             /* n_free before the last timed call */
+  uint32_t credit_alloc;           /* the byte budget given to acct_alloc */
+  unsigned heap_index;             /* heap->index */
+  uint32_t credit_free;
+  uint8_t time_alloc, time_free;   /* the next slow-path call is timed */
+  hpcmem_heap_t *heap;
   int in_call;                     /* inside calloc/realloc/...: the inner calls are not events */
   hpcmem_stats_t st;               /* the other counters (merged by hpcmem_stats) */
   struct hpcmem_tcache *next_all;  /* registry of live caches */
@@ -77,49 +93,54 @@ typedef struct hpcmem_tcache {
 extern HPCMEM_HIDDEN hpcmem_tcache_t _hpcmem_tcache_none;
 extern __thread hpcmem_tcache_t *_hpcmem_tc __attribute__((tls_model("initial-exec")));
 
-/* Every malloc and free call counts once towards the next timed call: a
- * fast hit by decrementing sample_*, a slow-path call here (a fast path
- * whose count reached 0 hands the call on at 0).  At the end of a period the
- * fast hits it held (PERIOD minus the slow-path calls) go into n_*.
- * Returns whether this call is the one to time. */
-static inline int _hpcmem_sample_due(uint32_t *left, uint32_t *slow, uint64_t *n) {
-  ++*slow;
-  if (*left != 0 && --*left != 0) return 0;
-  *n += HPCMEM_SAMPLE_PERIOD - *slow;
-  *slow = 0;
-  *left = HPCMEM_SAMPLE_PERIOD;
-  return 1;
-}
-
 /* The thread's exact counters (another thread may read them while they move:
- * statistics only). */
+ * statistics only; each accounting word is read in one load). */
 static inline uint64_t _hpcmem_tcache_n_alloc(const hpcmem_tcache_t *t) {
-  return t->n_alloc + (HPCMEM_SAMPLE_PERIOD - t->sample_alloc) - t->slow_alloc;
+  return t->n_alloc + (HPCMEM_ACCT_CALLS - (uint32_t)__atomic_load_n(&t->acct_alloc, __ATOMIC_RELAXED));
 }
 static inline uint64_t _hpcmem_tcache_n_free(const hpcmem_tcache_t *t) {
-  return t->n_free + (HPCMEM_SAMPLE_PERIOD - t->sample_free) - t->slow_free;
+  return t->n_free + (HPCMEM_ACCT_CALLS - (uint32_t)__atomic_load_n(&t->acct_free, __ATOMIC_RELAXED));
 }
 static inline uint64_t _hpcmem_tcache_b_alloc(const hpcmem_tcache_t *t) {
-  return t->b_alloc + (t->credit_alloc - t->budget_alloc);
+  return t->b_alloc + (t->credit_alloc - (uint32_t)(__atomic_load_n(&t->acct_alloc, __ATOMIC_RELAXED) >> 32));
 }
 static inline uint64_t _hpcmem_tcache_b_freed(const hpcmem_tcache_t *t) {
-  return t->b_freed + (t->credit_free - t->budget_free);
+  return t->b_freed + (t->credit_free - (uint32_t)(__atomic_load_n(&t->acct_free, __ATOMIC_RELAXED) >> 32));
 }
-/* Move the fast paths' bytes into b_alloc / b_freed (the budgets stay). */
+/* Move the fast paths' calls and bytes into n_* and b_* (the budgets left
+ * stay).  The words are stored one by one (relaxed atomics: other threads
+ * read them for statistics): a store of both in one 16-byte vector comes
+ * with a 16-byte load, which cannot take its data from the fast path's
+ * recent 8-byte store to one of them (a store-forwarding stall). */
 static inline void _hpcmem_tcache_settle(hpcmem_tcache_t *t) {
-  t->b_alloc += t->credit_alloc - t->budget_alloc;
-  t->b_freed += t->credit_free - t->budget_free;
-  t->credit_alloc = t->budget_alloc;
-  t->credit_free = t->budget_free;
+  uint64_t a = t->acct_alloc, f = t->acct_free;
+  t->n_alloc += HPCMEM_ACCT_CALLS - (uint32_t)a;
+  t->b_alloc += t->credit_alloc - (uint32_t)(a >> 32);
+  t->credit_alloc = (uint32_t)(a >> 32);
+  __atomic_store_n(&t->acct_alloc, a | HPCMEM_ACCT_CALLS, __ATOMIC_RELAXED);
+  t->n_free += HPCMEM_ACCT_CALLS - (uint32_t)f;
+  t->b_freed += t->credit_free - (uint32_t)(f >> 32);
+  t->credit_free = (uint32_t)(f >> 32);
+  __atomic_store_n(&t->acct_free, f | HPCMEM_ACCT_CALLS, __ATOMIC_RELAXED);
 }
-/* New budgets for a thread whose live bytes are `drift` past what it
- * published (|drift| <= HPCMEM_PUBLISH_BYTES): the live bytes may rise or
- * fall by the rest before the next check. */
+/* Fast paths switched off for every cache, present and future: malloc's
+ * (tracing, or plain malloc routed to another segment) and free's (tracing). */
+extern int _hpcmem_tcache_alloc_off, _hpcmem_tcache_fast_off;
+/* New budgets for a settled thread whose live bytes are `drift` past what it
+ * published (|drift| < HPCMEM_PUBLISH_BYTES): the live bytes may rise or
+ * fall by the rest before the next check.  A direction whose timing sample
+ * is due, or whose fast path is off, gets none: its next call comes to the
+ * slow path. */
 static inline void _hpcmem_tcache_set_budgets(hpcmem_tcache_t *t, int64_t drift) {
-  t->budget_alloc = t->credit_alloc = (uint32_t)(HPCMEM_PUBLISH_BYTES - drift);
-  t->budget_free = t->credit_free = (uint32_t)(HPCMEM_PUBLISH_BYTES + drift);
+  uint32_t ba = (uint32_t)(HPCMEM_PUBLISH_BYTES - drift), bf = (uint32_t)(HPCMEM_PUBLISH_BYTES + drift);
+  if (t->n_alloc - t->timed_alloc >= HPCMEM_SAMPLE_PERIOD) { t->time_alloc = 1; ba = 0; }
+  if (t->n_free - t->timed_free >= HPCMEM_SAMPLE_PERIOD) { t->time_free = 1; bf = 0; }
+  if (__atomic_load_n(&_hpcmem_tcache_alloc_off, __ATOMIC_RELAXED)) ba = 0;
+  t->credit_alloc = ba;
+  __atomic_store_n(&t->acct_alloc, _hpcmem_acct_word(ba), __ATOMIC_RELAXED);
+  t->credit_free = bf;
+  __atomic_store_n(&t->acct_free, _hpcmem_acct_word(bf), __ATOMIC_RELAXED);
 }
-
 /* The calling thread's cache, created on first use (NULL only when out of memory). */
 hpcmem_tcache_t *_hpcmem_tcache_get(void);
 /* Refill the empty bin cls (slot and list); returns an object that does not
@@ -131,11 +152,9 @@ void _hpcmem_tcache_bin_start(hpcmem_bin_t *b, unsigned cls);
  * list is empty: into the empty slot without writing it, or onto the list
  * after the slot's object.  Returns 0, or -1 when p is the slot's object (a
  * double free). */
-static inline int _hpcmem_tcache_put_empty(hpcmem_tcache_t *t, unsigned cls, void *p, uint64_t key) {
-  hpcmem_bin_t *b = &t->bin[cls];
-  hpcmem_bin_edge_t *e = &t->edge[cls];
-  void *q = e->slot;
-  if (!q) { e->slot = p; return 0; }
+static inline int _hpcmem_tcache_put_empty(hpcmem_bin_t *b, void *p, uint64_t key) {
+  void *q = b->slot;
+  if (!q) { b->slot = p; return 0; }
   if (q == p) return -1;
   *(void **)q = NULL;              /* the list is empty: q ends it */
   ((uint64_t *)q)[1] = key;
@@ -143,7 +162,7 @@ static inline int _hpcmem_tcache_put_empty(hpcmem_tcache_t *t, unsigned cls, voi
   ((uint64_t *)p)[1] = key;
   b->head = p;
   b->count = 2;
-  e->slot = NULL;
+  b->slot = NULL;
   return 0;
 }
 /* Flush half of bin cls back to the heaps. */
@@ -157,10 +176,10 @@ void _hpcmem_tcache_init_process(void);
 void _hpcmem_tcache_merge_stats(hpcmem_stats_t *out, uint64_t *cur_unpublished);
 /* Select the group heap of the calling thread again (after the topology is known). */
 void _hpcmem_tcache_rebind(hpcmem_tcache_t *t);
-/* Turn the free fast path off (tracing: every call goes past the recorder)
- * for every cache, present and future; malloc's is the API layer's. */
-extern int _hpcmem_tcache_fast_off;
-void _hpcmem_tcache_fast_path_off(void);
+/* Turn the fast paths off for every cache, present and future: malloc's
+ * (alloc, tracing or routed plain malloc) and free's (free_too, tracing:
+ * every call goes past the recorder). */
+void _hpcmem_tcache_fast_path_off(int free_too);
 /* Which group heap a thread on `cpu` uses; set by the topology layer. */
 extern unsigned (*_hpcmem_cpu_to_group)(int cpu);
 

@@ -1,6 +1,7 @@
 /* Misuse on purpose, for test_misuse.sh: one kind of bad free per run.
  *   misuse KIND    KIND: interior double double-slot double-list foreign stack interior-large double-large
  *                        misaligned-large realloc-foreign unallocated double-remote
+ *                        interior-run unallocated-run
  * Prints "survived" and exits 0 when the allocator let it go on.
  * double-remote (run with HPCMEM_HEAPS=2): a thread on cpu 0 allocates, one
  * on cpu 1 frees the block twice, so the first free puts it on the remote
@@ -10,6 +11,7 @@
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -70,6 +72,14 @@ int main(int argc, char **argv) {
   else if (!strcmp(k, "double-large")) { char *q = malloc(2 << 20); free(q); free(q); }
   else if (!strcmp(k, "realloc-foreign")) { if (realloc(other + 128, 100) != NULL) return 4; }
   else if (!strcmp(k, "unallocated")) { char *q = malloc(200000); free(q); free(q + 0); }
+  /* direct runs smaller than a 64 KiB chunk have their records in the page map */
+  else if (!strcmp(k, "interior-run")) { char *q = memalign(8192, 100); free(q + 4096); }
+  else if (!strcmp(k, "unallocated-run")) {
+    char *q = memalign(8192, 100), *r = memalign(8192, 100);
+    free(q);
+    free(q);                                  /* its chunk still holds r */
+    free(r);
+  }
   else if (!strcmp(k, "double-remote")) double_remote();
   else { fprintf(stderr, "unknown kind %s\n", k); return 2; }
   /* the allocator must still work and the block we kept must be intact */

@@ -33,6 +33,8 @@ check double_large_abort abort double-large $ABRT "double free"
 check double_large_warn warn double-large 0 "double free"
 check realloc_foreign_warn warn realloc-foreign 0 "realloc(0x[0-9a-f]*): pointer was not allocated by libhpcmem"
 check unallocated_warn warn unallocated 0 "free(0x[0-9a-f]*)"
+check interior_run_warn warn interior-run 0 "free(0x[0-9a-f]*): pointer into the middle of a block"
+check unallocated_run_warn warn unallocated-run 0 "free(0x[0-9a-f]*): not allocated: no live block"
 check default_is_abort "" double $ABRT "aborting"
 # a block freed by a thread of another group waits on its heap's remote list;
 # freeing it again is a double free too (two thread groups, two cpus)

@@ -96,6 +96,20 @@ TEST(hpcmem_stats, counts_are_exact_across_samples_and_budgets) {
   EXPECT_EQ(mixed.bytes_out - none.bytes_out, want);
 }
 
+// Fast hits are timed by sampling: about one call in HPCMEM_SAMPLE_PERIOD comes
+// to the slow path and is timed for the calls it stands for, so a thread of
+// nothing but hits still adds time.
+TEST(hpcmem_stats, alloc_time_is_sampled_from_fast_hits) {
+  hpcmem_stats_t a = snap();
+  std::thread t([] {
+    for (int i = 0; i < 100000; i++) { void *p = malloc(48); g_sink = p; free(p); }
+  });
+  t.join();
+  hpcmem_stats_t b = snap();
+  EXPECT_GT(b.alloc_time_ns, a.alloc_time_ns);
+  EXPECT_GE(b.alloc_count - a.alloc_count, 100000u);
+}
+
 TEST(hpcmem_stats, rejects_null) { EXPECT_EQ(hpcmem_stats(nullptr), -EINVAL); }
 
 TEST(hpcmem_stats_reset_peak, starts_a_new_phase) {

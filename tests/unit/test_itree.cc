@@ -11,8 +11,18 @@ namespace {
 struct Tree {
   std::vector<unsigned char> mem;
   hpcmem_itree_t t;
-  Tree(unsigned depth, unsigned extent) : mem(_hpcmem_itree_mgmt_size(depth)) {
-    _hpcmem_itree_init(&t, mem.data(), depth, extent);
+  Tree(unsigned depth, unsigned extent, unsigned low = 0) : mem(_hpcmem_itree_mgmt_size(depth, low)) {
+    _hpcmem_itree_init(&t, mem.data(), depth, low, extent);
+  }
+  // 4 KiB pages of the tree with a non-zero byte (written)
+  size_t pages_written() const {
+    size_t pages = 0;
+    for (size_t off = 0; off < mem.size(); off += 4096) {
+      size_t end = off + 4096 < mem.size() ? off + 4096 : mem.size();
+      for (size_t i = off; i < end; i++)
+        if (mem[i]) { pages++; break; }
+    }
+    return pages;
   }
 };
 }  // namespace
@@ -104,25 +114,66 @@ TEST(_hpcmem_itree_check, random_operations_keep_invariants) {
       for (int64_t i = it->first; i < it->first + (1 << it->second); i++) used[i] = 0;
       live.erase(it);
     }
-    if (op % 97 == 0) ASSERT_EQ(_hpcmem_itree_check(&tr.t), 0) << "after op " << op;
+    if (op % 97 == 0) {
+      ASSERT_EQ(_hpcmem_itree_check(&tr.t), 0) << "after op " << op;
+    }
   }
   EXPECT_EQ(_hpcmem_itree_check(&tr.t), 0);
 }
 
 TEST(_hpcmem_itree_mgmt_size, grows_with_the_tree) {
-  EXPECT_GT(_hpcmem_itree_mgmt_size(10), _hpcmem_itree_mgmt_size(9));
-  // nodes sit in 4 KiB blocks of nine levels: one block for a tree of up to nine levels
-  EXPECT_EQ(_hpcmem_itree_mgmt_size(0), 4096u);
-  EXPECT_EQ(_hpcmem_itree_mgmt_size(8), 4096u);
-  // depth 9: the leaves' band (levels 1..9, two blocks) and the root's
-  EXPECT_EQ(_hpcmem_itree_mgmt_size(9), 3 * 4096u);
+  EXPECT_GT(_hpcmem_itree_mgmt_size(10, 0), _hpcmem_itree_mgmt_size(9, 0));
+  // nodes sit in 4 KiB blocks of nine levels: one block for a tree of nine levels
+  EXPECT_EQ(_hpcmem_itree_mgmt_size(8, 0), 4096u);
+  EXPECT_EQ(_hpcmem_itree_mgmt_size(0, 0), 16u);          // one level: two slots
+  // depth 9: the leaves' band (levels 1..9, two blocks) and the root's (two slots)
+  EXPECT_EQ(_hpcmem_itree_mgmt_size(9, 0), 2 * 4096u + 16u);
+  // a lowest band of four levels: 2^5 blocks of 16 slots, then levels 0..4 in one block of 32
+  EXPECT_EQ(_hpcmem_itree_mgmt_size(8, 4), (32u * 16u + 32u) * 8u);
+}
+
+// Every tree shape must work: bands of one level, a lowest band as deep as
+// the tree, bands that are not full.
+TEST(_hpcmem_itree_check, every_band_layout_keeps_invariants) {
+  for (unsigned depth : {0u, 1u, 4u, 9u, 10u, 13u})
+    for (unsigned low : {0u, 1u, 2u, 4u, 9u, 12u}) {
+      Tree tr(depth, depth >= 2 ? 2 : depth, low);
+      std::mt19937_64 rng(depth * 100 + low);
+      std::map<int64_t, unsigned> live;
+      std::vector<char> used((size_t)1 << depth, 0);
+      for (int op = 0; op < 3000; op++) {
+        if (live.empty() || rng() % 3) {
+          unsigned order = (unsigned)(rng() % (depth + 1));
+          int64_t b = _hpcmem_itree_alloc(&tr.t, order);
+          if (b < 0) continue;
+          ASSERT_EQ(b % ((int64_t)1 << order), 0);
+          for (int64_t i = b; i < b + (1 << order); i++) { ASSERT_FALSE(used[i]) << "overlap at " << i; used[i] = 1; }
+          live[b] = order;
+        } else {
+          auto it = live.begin();
+          std::advance(it, rng() % live.size());
+          ASSERT_EQ(_hpcmem_itree_free(&tr.t, (uint64_t)it->first), (int)it->second);
+          for (int64_t i = it->first; i < it->first + (1 << it->second); i++) used[i] = 0;
+          live.erase(it);
+        }
+        if (op % 61 == 0) {
+          ASSERT_EQ(_hpcmem_itree_check(&tr.t), 0) << "depth " << depth << " low " << low << " op " << op;
+        }
+      }
+      for (auto &r : live) ASSERT_EQ(_hpcmem_itree_free(&tr.t, (uint64_t)r.first), (int)r.second);
+      ASSERT_EQ(_hpcmem_itree_check(&tr.t), 0);
+      // everything free again: the whole extent is one free run
+      EXPECT_EQ(_hpcmem_itree_alloc(&tr.t, tr.t.extent_order), 0) << "depth " << depth << " low " << low;
+    }
 }
 
 // A young heap (a 16 GiB slice of 4 KiB blocks, the first 4 MiB in use) must
 // cost a few pages of tree, not one page per level (the resident set of a
-// small program counts every page written).
+// small program counts every page written).  With the lowest band ending
+// below the smallest span (64 KiB: four levels), spans of the first 16 MiB
+// write one page of tree; only runs smaller than a span reach further.
 TEST(_hpcmem_itree_alloc, young_tree_touches_few_pages) {
-  Tree tr(22, 10);
+  Tree tr(22, 10, 4);
   std::map<int64_t, unsigned> runs;
   for (unsigned order = 4; order <= 6; order++)   // spans of 64 KiB .. 256 KiB
     for (int i = 0; i < 3; i++) {
@@ -130,15 +181,37 @@ TEST(_hpcmem_itree_alloc, young_tree_touches_few_pages) {
       ASSERT_GE(b, 0);
       runs[b] = order;
     }
-  for (int i = 0; i < 8; i++) ASSERT_GE(_hpcmem_itree_alloc(&tr.t, 0), 0);
   ASSERT_EQ(_hpcmem_itree_free(&tr.t, (uint64_t)runs.begin()->first), (int)runs.begin()->second);
   EXPECT_EQ(_hpcmem_itree_check(&tr.t), 0);
   ASSERT_EQ(tr.t.extent_order, 10u);              // still within the first 4 MiB
-  size_t pages = 0;
-  for (size_t off = 0; off < tr.mem.size(); off += 4096) {
-    size_t end = off + 4096 < tr.mem.size() ? off + 4096 : tr.mem.size();
-    for (size_t i = off; i < end; i++)
-      if (tr.mem[i]) { pages++; break; }
-  }
-  EXPECT_LE(pages, 6u);   // the leaves' blocks of the first 4 MiB (4), the band above, the top
+  EXPECT_EQ(tr.pages_written(), 1u);
+  for (int i = 0; i < 8; i++) ASSERT_GE(_hpcmem_itree_alloc(&tr.t, 0), 0);
+  EXPECT_EQ(_hpcmem_itree_check(&tr.t), 0);
+  EXPECT_LE(tr.pages_written(), 3u);              // + the lowest band's blocks (2 MiB of leaves a page)
+  // the extent grows to 16 MiB: still the same page for spans
+  Tree big(22, 10, 4);
+  for (int i = 0; i < 200; i++) ASSERT_GE(_hpcmem_itree_alloc(&big.t, 4), 0);
+  EXPECT_EQ(big.t.extent_order, 12u);
+  EXPECT_EQ(_hpcmem_itree_check(&big.t), 0);
+  EXPECT_EQ(big.pages_written(), 1u);
+}
+
+// Below a fully free node every node stays zero: the free half of a split is
+// not written (_hpcmem_itree_check walks the zero subtrees of small trees).
+TEST(_hpcmem_itree_alloc, leaves_the_free_side_unwritten) {
+  Tree tr(12, 12, 4);
+  int64_t a = _hpcmem_itree_alloc(&tr.t, 4);
+  ASSERT_EQ(a, 0);
+  // written: the run and its ancestors, nothing else (8 bytes a node)
+  size_t nonzero_nodes = 0;
+  for (size_t i = 0; i < tr.mem.size(); i += 8)
+    for (size_t k = 0; k < 8; k++)
+      if (tr.mem[i + k]) { nonzero_nodes++; break; }
+  EXPECT_EQ(nonzero_nodes, 12u - 4u + 1u);
+  int64_t b = _hpcmem_itree_alloc(&tr.t, 4);
+  EXPECT_EQ(b, 2048);                             // the other half had more free space
+  ASSERT_EQ(_hpcmem_itree_free(&tr.t, (uint64_t)a), 4);
+  ASSERT_EQ(_hpcmem_itree_free(&tr.t, (uint64_t)b), 4);
+  EXPECT_EQ(_hpcmem_itree_check(&tr.t), 0);
+  for (unsigned char c : tr.mem) ASSERT_EQ(c, 0);  // all free: all zero again
 }

@@ -25,3 +25,15 @@ TEST(_hpcmem_size_class, classes_are_multiples_of_16_and_waste_is_bounded) {
   }
   EXPECT_EQ(_hpcmem_class_size[HPCMEM_NCLASSES - 1], HPCMEM_SMALL_MAX);
 }
+
+// malloc's table: the key (4 x class) of every size up to 1 KiB, by the size itself.
+TEST(_hpcmem_key_of_size, is_the_class_key_of_every_tiny_size) {
+  EXPECT_EQ(_hpcmem_key_of_size[0], HPCMEM_CLASS_KEY(1u));   // malloc(0): a 16-byte object
+  for (size_t n = 1; n <= HPCMEM_TINY_MAX; n++) {
+    unsigned k = _hpcmem_key_of_size[n], c = HPCMEM_KEY_CLASS(k);
+    ASSERT_EQ(k, HPCMEM_CLASS_KEY(c)) << n;
+    ASSERT_GE(_hpcmem_class_size[c], n) << n;
+    ASSERT_LT(_hpcmem_class_size[c - 1], n) << n;             // the smallest that holds n
+  }
+  EXPECT_EQ(HPCMEM_CLASS_KEY(HPCMEM_NCLASSES - 1) <= 255, true);  // every key fits the class map's byte
+}
