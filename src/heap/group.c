@@ -126,19 +126,48 @@ static void run_release(hpcmem_heap_t *h, hpcmem_span_t *s) {
 
 /* ---- spans of small objects ---- */
 
-static void partial_push(hpcmem_heap_t *h, hpcmem_span_t *s) {
-  s->prev = NULL;
-  s->next = h->partial[s->cls];
-  if (s->next) s->next->prev = s;
-  h->partial[s->cls] = s;
-  s->in_partial = 1;
+/* A span with something to give is on one of its class's two lists: with
+ * free objects (partial), or with nothing but uncarved room (fresh).  A
+ * refill carves fresh objects -- memory the program has not touched yet --
+ * only when no span of the class has a free one, so the resident set grows
+ * only when the class's touched objects are all in use or in caches.  (With
+ * one list, a span that got room back -- a thread's exit uncarving its fresh
+ * range -- went to the front, and refills carved from it while other spans
+ * held free objects.) */
+enum { LIST_NONE, LIST_PARTIAL, LIST_FRESH };
+
+static hpcmem_span_t **list_head(hpcmem_heap_t *h, const hpcmem_span_t *s, unsigned list) {
+  return list == LIST_PARTIAL ? &h->partial[s->cls] : &h->fresh[s->cls];
 }
 
-static void partial_remove(hpcmem_heap_t *h, hpcmem_span_t *s) {
-  if (s->prev) s->prev->next = s->next; else h->partial[s->cls] = s->next;
+static void list_push(hpcmem_heap_t *h, hpcmem_span_t *s, unsigned list) {
+  hpcmem_span_t **head = list_head(h, s, list);
+  s->prev = NULL;
+  s->next = *head;
+  if (s->next) s->next->prev = s;
+  *head = s;
+  s->in_partial = (uint8_t)list;
+}
+
+static void list_remove(hpcmem_heap_t *h, hpcmem_span_t *s) {
+  if (s->prev) s->prev->next = s->next; else *list_head(h, s, s->in_partial) = s->next;
   if (s->next) s->next->prev = s->prev;
-  s->in_partial = 0;
+  s->in_partial = LIST_NONE;
   s->next = s->prev = NULL;
+}
+
+/* Put s on the list its state calls for (after its free list or carving changed). */
+static void span_file(hpcmem_heap_t *h, hpcmem_span_t *s) {
+  unsigned list = s->free ? LIST_PARTIAL : s->bump < s->capacity ? LIST_FRESH : LIST_NONE;
+  if (list == s->in_partial) return;
+  if (s->in_partial) list_remove(h, s);
+  if (list) list_push(h, s, list);
+}
+
+/* s is the only span of its class with anything to give. */
+static int span_is_last(hpcmem_heap_t *h, const hpcmem_span_t *s) {
+  return !s->next && !s->prev && h->partial[s->cls] == (s->in_partial == LIST_PARTIAL ? s : NULL) &&
+         h->fresh[s->cls] == (s->in_partial == LIST_FRESH ? s : NULL);
 }
 
 static hpcmem_span_t *span_new(hpcmem_heap_t *h, unsigned cls) {
@@ -152,7 +181,7 @@ static hpcmem_span_t *span_new(hpcmem_heap_t *h, unsigned cls) {
   s->fast_heap = (uint16_t)h->index;
   s->capacity = (uint32_t)(((size_t)1 << (order + _hpcmem_heaps.block_shift)) / size);
   map_class(s, (uint8_t)cls);
-  partial_push(h, s);
+  span_file(h, s);
   return s;
 }
 
@@ -174,9 +203,9 @@ static void span_unkeep(hpcmem_heap_t *h, hpcmem_span_t *s) {
 
 static void span_maybe_release(hpcmem_heap_t *h, hpcmem_span_t *s) {
   if (s->used || !s->in_partial || s->kept) return;
-  if (h->partial[s->cls] == s && !s->next) return;   /* keep one span per class warm */
+  if (span_is_last(h, s)) return;   /* keep one span per class warm */
   if (h->empty_bytes + span_bytes(s) <= EMPTY_KEEP) { s->kept = 1; h->empty_bytes += span_bytes(s); return; }
-  partial_remove(h, s);
+  list_remove(h, s);
   h->free_small_bytes -= (uint64_t)s->bump * s->obj_size;   /* used == 0: every carved object is free */
   run_release(h, s);
 }
@@ -198,7 +227,7 @@ static void collect_remote(hpcmem_heap_t *h) {
     }
     s->used -= n;
     h->free_small_bytes += (uint64_t)n * s->obj_size;
-    if (!s->in_partial) partial_push(h, s);
+    span_file(h, s);
     span_maybe_release(h, s);
     s = next;
   }
@@ -224,33 +253,35 @@ unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, hpcmem_refill_t *ou
   size_t size = _hpcmem_class_size[cls];
   _hpcmem_lock_st(&h->lock);
   if (__atomic_load_n(&h->pending, __ATOMIC_RELAXED)) collect_remote(h);
-  while (got < want && np + 2 <= REFILL_PARTS) {
+  while (got < want && np < REFILL_PARTS) {
     hpcmem_span_t *s = h->partial[cls];
-    if (!s && !(s = span_new(h, cls))) break;
-    unsigned nfree = s->bump - s->used, before = got;
-    if (nfree && got + nfree <= most) {       /* recycled objects first, the whole list */
-      part[np++] = (typeof(part[0])){s->free, s->free_tail, NULL, nfree};
-      s->free = NULL;
-      got += nfree;
-    } else {
-      while (got < want && s->free) {         /* a long list: take what was asked */
-        void *p = s->free;
-        s->free = next_of(p);
-        if (!tail) tail = p;
-        set_next(p, head); head = p; got++;
+    unsigned before = got;
+    if (s) {                                  /* recycled objects first */
+      unsigned nfree = s->bump - s->used;
+      if (got + nfree <= most) {              /* the whole list in one step */
+        part[np++] = (typeof(part[0])){s->free, s->free_tail, NULL, nfree};
+        s->free = NULL;
+        got += nfree;
+      } else {
+        while (got < want && s->free) {       /* a long list: take what was asked */
+          void *p = s->free;
+          s->free = next_of(p);
+          if (!tail) tail = p;
+          set_next(p, head); head = p; got++;
+        }
       }
-    }
-    h->free_small_bytes -= (uint64_t)(got - before) * size;
-    unsigned need = got < want ? want - got : 0, fresh = s->capacity - s->bump;
-    if (fresh > need) fresh = need;           /* then carve fresh ones, lazily */
-    if (fresh) {
+      h->free_small_bytes -= (uint64_t)(got - before) * size;
+    } else {                                  /* then fresh ones, carved lazily */
+      if (!(s = h->fresh[cls]) && !(s = span_new(h, cls))) break;
+      unsigned fresh = s->capacity - s->bump;
+      if (fresh > want - got) fresh = want - got;
       part[np++] = (typeof(part[0])){NULL, NULL, s->start + (size_t)s->bump * size, fresh};
       s->bump += fresh;
       got += fresh;
     }
-    if (got > before) span_unkeep(h, s);
+    span_unkeep(h, s);
     s->used += got - before;
-    if (!s->free && s->bump == s->capacity) partial_remove(h, s);
+    span_file(h, s);
   }
   _hpcmem_unlock_st(&h->lock);
   out->first = NULL;
@@ -292,7 +323,7 @@ int _hpcmem_heap_uncarve(char *fresh, unsigned n) {
   if (s->start + (size_t)s->bump * s->obj_size == fresh + (size_t)n * s->obj_size) {
     s->bump -= n;                         /* the range was the span's last carving: it is uncarved */
     s->used -= n;
-    if (!s->in_partial) partial_push(h, s);
+    span_file(h, s);
     span_maybe_release(h, s);
     done = 1;
   }
@@ -343,8 +374,9 @@ static void flush_groups(hpcmem_heap_t *mine, struct flush_group *g, unsigned ng
     s->free = g[i].head;
     s->used -= g[i].n;
     mine->free_small_bytes += (uint64_t)g[i].n * s->obj_size;
-    if (!s->in_partial) partial_push(mine, s);
-    else span_maybe_release(mine, s);
+    unsigned was = s->in_partial;
+    span_file(mine, s);
+    if (was) span_maybe_release(mine, s);
   }
   _hpcmem_unlock_st(&mine->lock);
 }
@@ -393,43 +425,55 @@ int _hpcmem_heap_run_free(hpcmem_span_t *s, void *p) {
 
 /* ---- checks and fork ---- */
 
+/* One span of class c found on list `list` after prev: its free bytes, or -1 after a warning. */
+static int64_t check_span(hpcmem_heap_t *h, hpcmem_span_t *s, unsigned c, unsigned list, hpcmem_span_t *prev) {
+  int bad = 0;
+  unsigned nfree = 0;
+  void *last = NULL;
+  for (void *p = s->free; p && nfree <= s->capacity; last = p, p = next_of(p)) {
+    if (_hpcmem_span_of(p) != s || !_hpcmem_span_is_object(s, p)) {
+      _hpcmem_warn("heap %u: free list of span %p holds foreign %p", h->index, (void *)s->start, p);
+      bad = 1; break;
+    }
+    nfree++;
+  }
+  if (s->free && last != s->free_tail) {
+    _hpcmem_warn("heap %u: span %p: free list ends at %p, its tail says %p", h->index, (void *)s->start,
+                 last, s->free_tail);
+    bad = 1;
+  }
+  size_t chunk = (size_t)(s->start - _hpcmem_heaps.base) >> HPCMEM_CHUNK_SHIFT;
+  if (_hpcmem_heaps.classmap[chunk] != c) {
+    _hpcmem_warn("heap %u: class map says %u for span %p of class %u", h->index,
+                 _hpcmem_heaps.classmap[chunk], (void *)s->start, c);
+    bad = 1;
+  }
+  /* the partial list holds spans with free objects, the fresh list those with only uncarved room */
+  if (s->cls != c || s->prev != prev || s->in_partial != list || s->bump > s->capacity ||
+      (list == LIST_PARTIAL ? !s->free : s->free || s->bump == s->capacity) ||
+      s->used + nfree != s->bump || _hpcmem_itree_order(&h->tree, (size_t)(s->start - h->base) >> _hpcmem_heaps.block_shift) != s->order) {
+    _hpcmem_warn("heap %u: span %p of class %u is inconsistent (list %u/%u, used %u free %u carved %u of %u)",
+                 h->index, (void *)s->start, c, list, s->in_partial, s->used, nfree, s->bump, s->capacity);
+    bad = 1;
+  }
+  return bad ? -1 : (int64_t)nfree * s->obj_size;
+}
+
 int _hpcmem_heap_check(hpcmem_heap_t *h) {
   int rc = 0;
   _hpcmem_lock_st(&h->lock);
   if (_hpcmem_itree_check(&h->tree) < 0) rc = -EFAULT;
   uint64_t free_bytes = 0;
   for (unsigned c = 1; c < HPCMEM_NCLASSES; c++) {
-    for (hpcmem_span_t *s = h->partial[c], *prev = NULL; s; prev = s, s = s->next) {
-      unsigned nfree = 0;
-      void *last = NULL;
-      for (void *p = s->free; p && nfree <= s->capacity; last = p, p = next_of(p)) {
-        if (_hpcmem_span_of(p) != s || !_hpcmem_span_is_object(s, p)) {
-          _hpcmem_warn("heap %u: free list of span %p holds foreign %p", h->index, (void *)s->start, p);
-          rc = -EFAULT; break;
-        }
-        nfree++;
+    for (unsigned list = LIST_PARTIAL; list <= LIST_FRESH; list++) {
+      hpcmem_span_t *first = list == LIST_PARTIAL ? h->partial[c] : h->fresh[c];
+      for (hpcmem_span_t *s = first, *prev = NULL; s; prev = s, s = s->next) {
+        int64_t f = check_span(h, s, c, list, prev);
+        if (f < 0) rc = -EFAULT; else free_bytes += (uint64_t)f;
       }
-      if (s->free && last != s->free_tail) {
-        _hpcmem_warn("heap %u: span %p: free list ends at %p, its tail says %p", h->index, (void *)s->start,
-                     last, s->free_tail);
-        rc = -EFAULT;
-      }
-      size_t chunk = (size_t)(s->start - _hpcmem_heaps.base) >> HPCMEM_CHUNK_SHIFT;
-      if (_hpcmem_heaps.classmap[chunk] != c) {
-        _hpcmem_warn("heap %u: class map says %u for span %p of class %u", h->index,
-                     _hpcmem_heaps.classmap[chunk], (void *)s->start, c);
-        rc = -EFAULT;
-      }
-      if (s->cls != c || s->prev != prev || !s->in_partial || s->bump > s->capacity ||
-          s->used + nfree != s->bump || _hpcmem_itree_order(&h->tree, (size_t)(s->start - h->base) >> _hpcmem_heaps.block_shift) != s->order) {
-        _hpcmem_warn("heap %u: span %p of class %u is inconsistent (used %u free %u carved %u of %u)",
-                     h->index, (void *)s->start, c, s->used, nfree, s->bump, s->capacity);
-        rc = -EFAULT;
-      }
-      free_bytes += (uint64_t)nfree * s->obj_size;
     }
   }
-  if (free_bytes != h->free_small_bytes && !__atomic_load_n(&h->pending, __ATOMIC_RELAXED)) {
+  if (free_bytes != h->free_small_bytes && !__atomic_load_n(&h->pending, __ATOMIC_RELAXED) && rc == 0) {
     _hpcmem_warn("heap %u: %llu free bytes in spans, %llu counted", h->index,
                  (unsigned long long)free_bytes, (unsigned long long)h->free_small_bytes);
     rc = -EFAULT;

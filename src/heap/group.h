@@ -39,7 +39,7 @@ typedef struct hpcmem_span {
   uint32_t used;             /* objects out of the span (with users, in caches, on the remote list);
                                 the free list holds bump - used objects */
   uint32_t bump;             /* objects carved so far (the rest were never touched) */
-  uint8_t cls, kind, order, in_partial;
+  uint8_t cls, kind, order, in_partial;   /* in_partial: which list of the heap holds it (group.c) */
   uint16_t heap;
   uint16_t fast_heap;        /* heap for spans of small objects, HPCMEM_NO_HEAP for direct runs */
   uint8_t pending;           /* on the heap's pending stack */
@@ -58,7 +58,8 @@ typedef struct hpcmem_heap {
   unsigned index;
   char *base;
   hpcmem_itree_t tree;
-  hpcmem_span_t *partial[HPCMEM_NCLASSES];   /* spans with objects to give */
+  hpcmem_span_t *partial[HPCMEM_NCLASSES];   /* spans with free objects */
+  hpcmem_span_t *fresh[HPCMEM_NCLASSES];     /* spans with none but with uncarved room */
   hpcmem_span_t *pending;                    /* spans with remote frees (lock-free push) */
   hpcmem_span_t *desc_free;
   hpcmem_span_t *desc_next, *desc_end;
