@@ -185,13 +185,15 @@ static hpcmem_span_t *span_new(hpcmem_heap_t *h, unsigned cls) {
   return s;
 }
 
-/* Return an empty span to the tree unless it is the class's last one. */
-/* Empty spans up to this many bytes per heap stay (committed, in their
- * class's partial list) instead of going back to the tree: giving one back
- * costs an madvise (with threads on other cores, a TLB shootdown) and its
- * next use a page fault per page.  Producer/consumer threads emptied and
- * remade spans hundreds of times a second. */
-#define EMPTY_KEEP ((uint64_t)4 << 20)
+/* Empty spans stay (committed, in their class's lists) instead of going back
+ * to the tree while they add up to at most a quarter of the heap's spans in
+ * use, between EMPTY_MIN and EMPTY_MAX: giving one back costs an madvise
+ * (with threads on other cores, a TLB shootdown) and its next use a page
+ * fault per page -- producer/consumer threads emptied and remade spans
+ * hundreds of times a second -- but what stays is resident memory nobody
+ * uses: a heap of 1 MiB kept up to 4 MiB of empty spans after a phase. */
+#define EMPTY_MIN ((uint64_t)512 << 10)
+#define EMPTY_MAX ((uint64_t)4 << 20)
 
 static inline uint64_t span_bytes(const hpcmem_span_t *s) {
   return (uint64_t)1 << (s->order + _hpcmem_heaps.block_shift);
@@ -201,13 +203,44 @@ static void span_unkeep(hpcmem_heap_t *h, hpcmem_span_t *s) {
   if (s->kept) { s->kept = 0; h->empty_bytes -= span_bytes(s); }
 }
 
+static uint64_t empty_budget(const hpcmem_heap_t *h) {
+  uint64_t quarter = (h->mapped_bytes - h->empty_bytes) / 4;
+  return quarter < EMPTY_MIN ? EMPTY_MIN : quarter > EMPTY_MAX ? EMPTY_MAX : quarter;
+}
+
+/* Release kept spans, oldest first, until they fit the budget again: the
+ * budget shrinks as the heap empties, and spans kept while it was full
+ * would stay (a thread that freed 8 MiB kept 2 MiB of it). */
+static void kept_trim(hpcmem_heap_t *h) {
+  hpcmem_span_t *s;
+  while (h->empty_bytes > empty_budget(h) && (s = h->kept_head) != NULL) {
+    h->kept_head = s->kept_next;
+    if (!h->kept_head) h->kept_tail = NULL;
+    s->on_kept_list = 0;
+    if (!s->kept) continue;                 /* in use again since it was queued */
+    s->kept = 0;
+    h->empty_bytes -= span_bytes(s);
+    if (span_is_last(h, s)) continue;       /* a class's last span stays, uncounted */
+    list_remove(h, s);
+    h->free_small_bytes -= (uint64_t)s->bump * s->obj_size;   /* used == 0: every carved object is free */
+    run_release(h, s);
+  }
+}
+
+/* s just became empty: it is kept (a class's last span always, others within
+ * the budget above); kept spans beyond the budget go back to the tree. */
 static void span_maybe_release(hpcmem_heap_t *h, hpcmem_span_t *s) {
   if (s->used || !s->in_partial || s->kept) return;
   if (span_is_last(h, s)) return;   /* keep one span per class warm */
-  if (h->empty_bytes + span_bytes(s) <= EMPTY_KEEP) { s->kept = 1; h->empty_bytes += span_bytes(s); return; }
-  list_remove(h, s);
-  h->free_small_bytes -= (uint64_t)s->bump * s->obj_size;   /* used == 0: every carved object is free */
-  run_release(h, s);
+  s->kept = 1;
+  h->empty_bytes += span_bytes(s);
+  if (!s->on_kept_list) {           /* a span is released only off the queue: its record may be reused */
+    s->kept_next = NULL;
+    if (h->kept_tail) h->kept_tail->kept_next = s; else h->kept_head = s;
+    h->kept_tail = s;
+    s->on_kept_list = 1;
+  }
+  kept_trim(h);
 }
 
 /* Take back objects other groups freed into our spans (heap lock held). */
@@ -472,6 +505,23 @@ int _hpcmem_heap_check(hpcmem_heap_t *h) {
         if (f < 0) rc = -EFAULT; else free_bytes += (uint64_t)f;
       }
     }
+  }
+  uint64_t kept_bytes = 0, n = 0;
+  for (hpcmem_span_t *s = h->kept_head; s && n <= h->mapped_bytes; s = s->kept_next, n++) {
+    if (!s->on_kept_list || (s->kept && (s->used || s->kind != HPCMEM_SPAN_SMALL))) {
+      _hpcmem_warn("heap %u: span %p on the kept queue is not an empty span (used %u)", h->index, (void *)s->start, s->used);
+      rc = -EFAULT;
+    }
+    if (s->kept) kept_bytes += span_bytes(s);
+    if (!s->kept_next && s != h->kept_tail) {
+      _hpcmem_warn("heap %u: the kept queue ends at %p, its tail says %p", h->index, (void *)s, (void *)h->kept_tail);
+      rc = -EFAULT;
+    }
+  }
+  if (kept_bytes != h->empty_bytes) {
+    _hpcmem_warn("heap %u: %llu bytes of kept spans on the queue, %llu counted", h->index,
+                 (unsigned long long)kept_bytes, (unsigned long long)h->empty_bytes);
+    rc = -EFAULT;
   }
   if (free_bytes != h->free_small_bytes && !__atomic_load_n(&h->pending, __ATOMIC_RELAXED) && rc == 0) {
     _hpcmem_warn("heap %u: %llu free bytes in spans, %llu counted", h->index,

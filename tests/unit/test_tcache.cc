@@ -4,6 +4,7 @@
 // each test uses size classes nothing else in the process uses.
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <atomic>
@@ -194,4 +195,27 @@ TEST(hpcmem_stats, retained_bytes_count_what_thread_caches_hold) {
     EXPECT_EQ(_hpcmem_tc->bin[_hpcmem_size_class(size)].count, 2u);
     EXPECT_EQ(after.retained_bytes - before.retained_bytes, 2 * size);
   }).join();
+}
+
+TEST(_hpcmem_heap_flush, a_small_heap_keeps_few_empty_spans_committed) {
+  const size_t size = 20 << 10, n = 400;             // 8 MiB of a class only this test uses
+  std::vector<char *> v(n);
+  std::thread([&] {
+    for (auto &p : v) { p = (char *)malloc(size); p[0] = 1; }   // one touched page each
+    for (auto &p : v) free(p);
+  }).join();                                          // the thread's exit gives its bins back
+  long page = sysconf(_SC_PAGESIZE);
+  size_t resident = 0;
+  for (char *p : v) {
+    unsigned char in = 0;
+    char *pg = (char *)((uintptr_t)p & ~(uintptr_t)(page - 1));
+    ASSERT_EQ(mincore(pg, (size_t)page, &in), 0);
+    resident += (in & 1) ? size : 0;
+  }
+  // empty spans stay committed up to a quarter of the heap's spans in use (at least 512 KiB)
+  uint64_t in_use = 0;
+  for (unsigned i = 0; i < _hpcmem_heaps.count; i++)
+    in_use += _hpcmem_heaps.heap[i].mapped_bytes - _hpcmem_heaps.heap[i].empty_bytes;
+  EXPECT_LE(resident, std::max<uint64_t>(512 << 10, in_use / 4) + (128 << 10)) << "KiB of 8 MiB emptied: " << (resident >> 10);
+  EXPECT_EQ(hpcmem_check(), 0);
 }
