@@ -44,7 +44,7 @@ debug_check() {
   dbg="$build/tests/debug-build"
   mkdir -p "$dbg"
   [ -f "$dbg/Makefile" ] || (cd "$dbg" && "$top/configure" -q --enable-debug --without-mpi --disable-static >/dev/null)
-  progs="tests/stress/test_stress tests/integration/test_malloc tests/integration/test_threads"
+  progs="tests/stress/test_stress tests/integration/test_malloc tests/integration/test_threads tests/unit/test_tcache tests/unit/test_group"
   make -C "$dbg" -j"$jobs" $progs >/dev/null
   make -C "$dbg" check TESTS="$progs" check_PROGRAMS="$progs"
 }

@@ -50,7 +50,7 @@ static void thread_exit(void *arg) {
   if (_hpcmem_trace_enabled) _hpcmem_trace_thread_exit();
   _hpcmem_tcache_flush_all(t);
   _hpcmem_stats_publish(t);
-  t->live = 0;
+  _hpcmem_tcache_retire(t);
   _hpcmem_tc = &_hpcmem_tcache_none;
 }
 
@@ -112,6 +112,7 @@ hpcmem_tcache_t *_hpcmem_thread_cache(void) {
 
 /* fork: the child gets consistent heaps and only its own thread cache */
 static void fork_prepare(void) {
+  _hpcmem_tcache_fork_prepare();
   _hpcmem_seg_fork_prepare();
   _hpcmem_heaps_fork_prepare();
   _hpcmem_large_fork_prepare(&_hpcmem_large);
@@ -120,11 +121,13 @@ static void fork_parent(void) {
   _hpcmem_large_fork_parent(&_hpcmem_large);
   _hpcmem_heaps_fork_parent();
   _hpcmem_seg_fork_parent();
+  _hpcmem_tcache_fork_parent();
 }
 static void fork_child(void) {
   _hpcmem_large_fork_child(&_hpcmem_large);
   _hpcmem_heaps_fork_child();
   _hpcmem_seg_fork_child();
+  _hpcmem_tcache_fork_child();
 }
 
 static unsigned topo_group(int cpu) {

@@ -184,7 +184,7 @@ EXPORT int hpcmem_stats(hpcmem_stats_t *out) {
     small_free += __atomic_load_n(&_hpcmem_heaps.heap[i].free_small_bytes, __ATOMIC_RELAXED);
   }
   out->mapped_bytes = small_mapped + ls.mapped_bytes;
-  out->retained_bytes = small_free + ls.retained_bytes;
+  out->retained_bytes += small_free + ls.retained_bytes;   /* the thread caches' part is in already */
   out->decayed_bytes = ls.decayed_bytes;
   return 0;
 }

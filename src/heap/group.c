@@ -139,19 +139,48 @@ static void run_release(hpcmem_heap_t *h, hpcmem_span_t *s) {
 
 /* ---- spans of small objects ---- */
 
-static void partial_push(hpcmem_heap_t *h, hpcmem_span_t *s) {
-  s->prev = NULL;
-  s->next = h->partial[s->cls];
-  if (s->next) s->next->prev = s;
-  h->partial[s->cls] = s;
-  s->in_partial = 1;
+/* A span with something to give is on one of its class's two lists: with
+ * free objects (partial), or with nothing but uncarved room (fresh).  A
+ * refill carves fresh objects -- memory the program has not touched yet --
+ * only when no span of the class has a free one, so the resident set grows
+ * only when the class's touched objects are all in use or in caches.  (With
+ * one list, a span that got room back -- a thread's exit uncarving its fresh
+ * range -- went to the front, and refills carved from it while other spans
+ * held free objects.) */
+enum { LIST_NONE, LIST_PARTIAL, LIST_FRESH };
+
+static hpcmem_span_t **list_head(hpcmem_heap_t *h, const hpcmem_span_t *s, unsigned list) {
+  return list == LIST_PARTIAL ? &h->partial[s->cls] : &h->fresh[s->cls];
 }
 
-static void partial_remove(hpcmem_heap_t *h, hpcmem_span_t *s) {
-  if (s->prev) s->prev->next = s->next; else h->partial[s->cls] = s->next;
+static void list_push(hpcmem_heap_t *h, hpcmem_span_t *s, unsigned list) {
+  hpcmem_span_t **head = list_head(h, s, list);
+  s->prev = NULL;
+  s->next = *head;
+  if (s->next) s->next->prev = s;
+  *head = s;
+  s->in_partial = (uint8_t)list;
+}
+
+static void list_remove(hpcmem_heap_t *h, hpcmem_span_t *s) {
+  if (s->prev) s->prev->next = s->next; else *list_head(h, s, s->in_partial) = s->next;
   if (s->next) s->next->prev = s->prev;
-  s->in_partial = 0;
+  s->in_partial = LIST_NONE;
   s->next = s->prev = NULL;
+}
+
+/* Put s on the list its state calls for (after its free list or carving changed). */
+static void span_file(hpcmem_heap_t *h, hpcmem_span_t *s) {
+  unsigned list = s->free ? LIST_PARTIAL : s->bump < s->capacity ? LIST_FRESH : LIST_NONE;
+  if (list == s->in_partial) return;
+  if (s->in_partial) list_remove(h, s);
+  if (list) list_push(h, s, list);
+}
+
+/* s is the only span of its class with anything to give. */
+static int span_is_last(hpcmem_heap_t *h, const hpcmem_span_t *s) {
+  return !s->next && !s->prev && h->partial[s->cls] == (s->in_partial == LIST_PARTIAL ? s : NULL) &&
+         h->fresh[s->cls] == (s->in_partial == LIST_FRESH ? s : NULL);
 }
 
 static hpcmem_span_t *span_new(hpcmem_heap_t *h, unsigned cls) {
@@ -165,17 +194,19 @@ static hpcmem_span_t *span_new(hpcmem_heap_t *h, unsigned cls) {
   s->fast_heap = (uint16_t)h->index;
   s->capacity = (uint32_t)(((size_t)1 << (order + _hpcmem_heaps.block_shift)) / size);
   map_class(s, (uint8_t)cls);
-  partial_push(h, s);
+  span_file(h, s);
   return s;
 }
 
-/* Return an empty span to the tree unless it is the class's last one. */
-/* Empty spans up to this many bytes per heap stay (committed, in their
- * class's partial list) instead of going back to the tree: giving one back
- * costs an madvise (with threads on other cores, a TLB shootdown) and its
- * next use a page fault per page.  Producer/consumer threads emptied and
- * remade spans hundreds of times a second. */
-#define EMPTY_KEEP ((uint64_t)4 << 20)
+/* Empty spans stay (committed, in their class's lists) instead of going back
+ * to the tree while they add up to at most a quarter of the heap's spans in
+ * use, between EMPTY_MIN and EMPTY_MAX: giving one back costs an madvise
+ * (with threads on other cores, a TLB shootdown) and its next use a page
+ * fault per page -- producer/consumer threads emptied and remade spans
+ * hundreds of times a second -- but what stays is resident memory nobody
+ * uses: a heap of 1 MiB kept up to 4 MiB of empty spans after a phase. */
+#define EMPTY_MIN ((uint64_t)512 << 10)
+#define EMPTY_MAX ((uint64_t)4 << 20)
 
 static inline uint64_t span_bytes(const hpcmem_span_t *s) {
   return (uint64_t)1 << (s->order + _hpcmem_heaps.block_shift);
@@ -185,13 +216,44 @@ static void span_unkeep(hpcmem_heap_t *h, hpcmem_span_t *s) {
   if (s->kept) { s->kept = 0; h->empty_bytes -= span_bytes(s); }
 }
 
+static uint64_t empty_budget(const hpcmem_heap_t *h) {
+  uint64_t quarter = (h->mapped_bytes - h->empty_bytes) / 4;
+  return quarter < EMPTY_MIN ? EMPTY_MIN : quarter > EMPTY_MAX ? EMPTY_MAX : quarter;
+}
+
+/* Release kept spans, oldest first, until they fit the budget again: the
+ * budget shrinks as the heap empties, and spans kept while it was full
+ * would stay (a thread that freed 8 MiB kept 2 MiB of it). */
+static void kept_trim(hpcmem_heap_t *h) {
+  hpcmem_span_t *s;
+  while (h->empty_bytes > empty_budget(h) && (s = h->kept_head) != NULL) {
+    h->kept_head = s->kept_next;
+    if (!h->kept_head) h->kept_tail = NULL;
+    s->on_kept_list = 0;
+    if (!s->kept) continue;                 /* in use again since it was queued */
+    s->kept = 0;
+    h->empty_bytes -= span_bytes(s);
+    if (span_is_last(h, s)) continue;       /* a class's last span stays, uncounted */
+    list_remove(h, s);
+    h->free_small_bytes -= (uint64_t)s->bump * s->obj_size;   /* used == 0: every carved object is free */
+    run_release(h, s);
+  }
+}
+
+/* s just became empty: it is kept (a class's last span always, others within
+ * the budget above); kept spans beyond the budget go back to the tree. */
 static void span_maybe_release(hpcmem_heap_t *h, hpcmem_span_t *s) {
   if (s->used || !s->in_partial || s->kept) return;
-  if (h->partial[s->cls] == s && !s->next) return;   /* keep one span per class warm */
-  if (h->empty_bytes + span_bytes(s) <= EMPTY_KEEP) { s->kept = 1; h->empty_bytes += span_bytes(s); return; }
-  partial_remove(h, s);
-  h->free_small_bytes -= (uint64_t)s->bump * s->obj_size;   /* used == 0: every carved object is free */
-  run_release(h, s);
+  if (span_is_last(h, s)) return;   /* keep one span per class warm */
+  s->kept = 1;
+  h->empty_bytes += span_bytes(s);
+  if (!s->on_kept_list) {           /* a span is released only off the queue: its record may be reused */
+    s->kept_next = NULL;
+    if (h->kept_tail) h->kept_tail->kept_next = s; else h->kept_head = s;
+    h->kept_tail = s;
+    s->on_kept_list = 1;
+  }
+  kept_trim(h);
 }
 
 /* Take back objects other groups freed into our spans (heap lock held). */
@@ -211,7 +273,7 @@ static void collect_remote(hpcmem_heap_t *h) {
     }
     s->used -= n;
     h->free_small_bytes += (uint64_t)n * s->obj_size;
-    if (!s->in_partial) partial_push(h, s);
+    span_file(h, s);
     span_maybe_release(h, s);
     s = next;
   }
@@ -237,33 +299,35 @@ unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, hpcmem_refill_t *ou
   size_t size = _hpcmem_class_size[cls];
   _hpcmem_lock_st(&h->lock);
   if (__atomic_load_n(&h->pending, __ATOMIC_RELAXED)) collect_remote(h);
-  while (got < want && np + 2 <= REFILL_PARTS) {
+  while (got < want && np < REFILL_PARTS) {
     hpcmem_span_t *s = h->partial[cls];
-    if (!s && !(s = span_new(h, cls))) break;
-    unsigned nfree = s->bump - s->used, before = got;
-    if (nfree && got + nfree <= most) {       /* recycled objects first, the whole list */
-      part[np++] = (typeof(part[0])){s->free, s->free_tail, NULL, nfree};
-      s->free = NULL;
-      got += nfree;
-    } else {
-      while (got < want && s->free) {         /* a long list: take what was asked */
-        void *p = s->free;
-        s->free = next_of(p);
-        if (!tail) tail = p;
-        set_next(p, head); head = p; got++;
+    unsigned before = got;
+    if (s) {                                  /* recycled objects first */
+      unsigned nfree = s->bump - s->used;
+      if (got + nfree <= most) {              /* the whole list in one step */
+        part[np++] = (typeof(part[0])){s->free, s->free_tail, NULL, nfree};
+        s->free = NULL;
+        got += nfree;
+      } else {
+        while (got < want && s->free) {       /* a long list: take what was asked */
+          void *p = s->free;
+          s->free = next_of(p);
+          if (!tail) tail = p;
+          set_next(p, head); head = p; got++;
+        }
       }
-    }
-    h->free_small_bytes -= (uint64_t)(got - before) * size;
-    unsigned need = got < want ? want - got : 0, fresh = s->capacity - s->bump;
-    if (fresh > need) fresh = need;           /* then carve fresh ones, lazily */
-    if (fresh) {
+      h->free_small_bytes -= (uint64_t)(got - before) * size;
+    } else {                                  /* then fresh ones, carved lazily */
+      if (!(s = h->fresh[cls]) && !(s = span_new(h, cls))) break;
+      unsigned fresh = s->capacity - s->bump;
+      if (fresh > want - got) fresh = want - got;
       part[np++] = (typeof(part[0])){NULL, NULL, s->start + (size_t)s->bump * size, fresh};
       s->bump += fresh;
       got += fresh;
     }
-    if (got > before) span_unkeep(h, s);
+    span_unkeep(h, s);
     s->used += got - before;
-    if (!s->free && s->bump == s->capacity) partial_remove(h, s);
+    span_file(h, s);
   }
   _hpcmem_unlock_st(&h->lock);
   out->first = NULL;
@@ -305,7 +369,7 @@ int _hpcmem_heap_uncarve(char *fresh, unsigned n) {
   if (s->start + (size_t)s->bump * s->obj_size == fresh + (size_t)n * s->obj_size) {
     s->bump -= n;                         /* the range was the span's last carving: it is uncarved */
     s->used -= n;
-    if (!s->in_partial) partial_push(h, s);
+    span_file(h, s);
     span_maybe_release(h, s);
     done = 1;
   }
@@ -356,8 +420,9 @@ static void flush_groups(hpcmem_heap_t *mine, struct flush_group *g, unsigned ng
     s->free = g[i].head;
     s->used -= g[i].n;
     mine->free_small_bytes += (uint64_t)g[i].n * s->obj_size;
-    if (!s->in_partial) partial_push(mine, s);
-    else span_maybe_release(mine, s);
+    unsigned was = s->in_partial;
+    span_file(mine, s);
+    if (was) span_maybe_release(mine, s);
   }
   _hpcmem_unlock_st(&mine->lock);
 }
@@ -406,43 +471,72 @@ int _hpcmem_heap_run_free(hpcmem_span_t *s, void *p) {
 
 /* ---- checks and fork ---- */
 
+/* One span of class c found on list `list` after prev: its free bytes, or -1 after a warning. */
+static int64_t check_span(hpcmem_heap_t *h, hpcmem_span_t *s, unsigned c, unsigned list, hpcmem_span_t *prev) {
+  int bad = 0;
+  unsigned nfree = 0;
+  void *last = NULL;
+  for (void *p = s->free; p && nfree <= s->capacity; last = p, p = next_of(p)) {
+    if (_hpcmem_span_of(p) != s || !_hpcmem_span_is_object(s, p)) {
+      _hpcmem_warn("heap %u: free list of span %p holds foreign %p", h->index, (void *)s->start, p);
+      bad = 1; break;
+    }
+    nfree++;
+  }
+  if (s->free && last != s->free_tail) {
+    _hpcmem_warn("heap %u: span %p: free list ends at %p, its tail says %p", h->index, (void *)s->start,
+                 last, s->free_tail);
+    bad = 1;
+  }
+  size_t chunk = (size_t)(s->start - _hpcmem_heaps.base) >> HPCMEM_CHUNK_SHIFT;
+  if (_hpcmem_heaps.classmap[chunk] != HPCMEM_CLASS_KEY(c)) {
+    _hpcmem_warn("heap %u: class map says %u for span %p of class %u", h->index,
+                 _hpcmem_heaps.classmap[chunk], (void *)s->start, c);
+    bad = 1;
+  }
+  /* the partial list holds spans with free objects, the fresh list those with only uncarved room */
+  if (s->cls != c || s->prev != prev || s->in_partial != list || s->bump > s->capacity ||
+      (list == LIST_PARTIAL ? !s->free : s->free || s->bump == s->capacity) ||
+      s->used + nfree != s->bump || _hpcmem_itree_order(&h->tree, (size_t)(s->start - h->base) >> _hpcmem_heaps.block_shift) != s->order) {
+    _hpcmem_warn("heap %u: span %p of class %u is inconsistent (list %u/%u, used %u free %u carved %u of %u)",
+                 h->index, (void *)s->start, c, list, s->in_partial, s->used, nfree, s->bump, s->capacity);
+    bad = 1;
+  }
+  return bad ? -1 : (int64_t)nfree * s->obj_size;
+}
+
 int _hpcmem_heap_check(hpcmem_heap_t *h) {
   int rc = 0;
   _hpcmem_lock_st(&h->lock);
   if (_hpcmem_itree_check(&h->tree) < 0) rc = -EFAULT;
   uint64_t free_bytes = 0;
   for (unsigned c = 1; c < HPCMEM_NCLASSES; c++) {
-    for (hpcmem_span_t *s = h->partial[c], *prev = NULL; s; prev = s, s = s->next) {
-      unsigned nfree = 0;
-      void *last = NULL;
-      for (void *p = s->free; p && nfree <= s->capacity; last = p, p = next_of(p)) {
-        if (_hpcmem_span_of(p) != s || !_hpcmem_span_is_object(s, p)) {
-          _hpcmem_warn("heap %u: free list of span %p holds foreign %p", h->index, (void *)s->start, p);
-          rc = -EFAULT; break;
-        }
-        nfree++;
+    for (unsigned list = LIST_PARTIAL; list <= LIST_FRESH; list++) {
+      hpcmem_span_t *first = list == LIST_PARTIAL ? h->partial[c] : h->fresh[c];
+      for (hpcmem_span_t *s = first, *prev = NULL; s; prev = s, s = s->next) {
+        int64_t f = check_span(h, s, c, list, prev);
+        if (f < 0) rc = -EFAULT; else free_bytes += (uint64_t)f;
       }
-      if (s->free && last != s->free_tail) {
-        _hpcmem_warn("heap %u: span %p: free list ends at %p, its tail says %p", h->index, (void *)s->start,
-                     last, s->free_tail);
-        rc = -EFAULT;
-      }
-      size_t chunk = (size_t)(s->start - _hpcmem_heaps.base) >> HPCMEM_CHUNK_SHIFT;
-      if (_hpcmem_heaps.classmap[chunk] != HPCMEM_CLASS_KEY(c)) {
-        _hpcmem_warn("heap %u: class map says %u for span %p of class %u", h->index,
-                     _hpcmem_heaps.classmap[chunk], (void *)s->start, c);
-        rc = -EFAULT;
-      }
-      if (s->cls != c || s->prev != prev || !s->in_partial || s->bump > s->capacity ||
-          s->used + nfree != s->bump || _hpcmem_itree_order(&h->tree, (size_t)(s->start - h->base) >> _hpcmem_heaps.block_shift) != s->order) {
-        _hpcmem_warn("heap %u: span %p of class %u is inconsistent (used %u free %u carved %u of %u)",
-                     h->index, (void *)s->start, c, s->used, nfree, s->bump, s->capacity);
-        rc = -EFAULT;
-      }
-      free_bytes += (uint64_t)nfree * s->obj_size;
     }
   }
-  if (free_bytes != h->free_small_bytes && !__atomic_load_n(&h->pending, __ATOMIC_RELAXED)) {
+  uint64_t kept_bytes = 0, n = 0;
+  for (hpcmem_span_t *s = h->kept_head; s && n <= h->mapped_bytes; s = s->kept_next, n++) {
+    if (!s->on_kept_list || (s->kept && (s->used || s->kind != HPCMEM_SPAN_SMALL))) {
+      _hpcmem_warn("heap %u: span %p on the kept queue is not an empty span (used %u)", h->index, (void *)s->start, s->used);
+      rc = -EFAULT;
+    }
+    if (s->kept) kept_bytes += span_bytes(s);
+    if (!s->kept_next && s != h->kept_tail) {
+      _hpcmem_warn("heap %u: the kept queue ends at %p, its tail says %p", h->index, (void *)s, (void *)h->kept_tail);
+      rc = -EFAULT;
+    }
+  }
+  if (kept_bytes != h->empty_bytes) {
+    _hpcmem_warn("heap %u: %llu bytes of kept spans on the queue, %llu counted", h->index,
+                 (unsigned long long)kept_bytes, (unsigned long long)h->empty_bytes);
+    rc = -EFAULT;
+  }
+  if (free_bytes != h->free_small_bytes && !__atomic_load_n(&h->pending, __ATOMIC_RELAXED) && rc == 0) {
     _hpcmem_warn("heap %u: %llu free bytes in spans, %llu counted", h->index,
                  (unsigned long long)free_bytes, (unsigned long long)h->free_small_bytes);
     rc = -EFAULT;

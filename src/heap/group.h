@@ -41,18 +41,20 @@ typedef struct hpcmem_span {
   uint32_t used;             /* objects out of the span (with users, in caches, on the remote list);
                                 the free list holds bump - used objects */
   uint32_t bump;             /* objects carved so far (the rest were never touched) */
-  uint8_t cls, kind, order, in_partial;
+  uint8_t cls, kind, order, in_partial;   /* in_partial: which list of the heap holds it (group.c) */
   uint16_t heap;
   uint16_t fast_heap;        /* heap for spans of small objects, HPCMEM_NO_HEAP for direct runs */
   uint8_t pending;           /* on the heap's pending stack */
   uint8_t kept;              /* empty, counted in the heap's empty_bytes instead of given back */
-  uint8_t pad_[6];
+  uint8_t on_kept_list;      /* on the heap's queue of kept spans (maybe reused since: kept 0) */
+  uint8_t pad_[5];
   void *free;                /* owner-lock protected; its objects carry the free key */
   void *free_tail;           /* last object of free (when free is not NULL) */
   /* second line */
   void *remote;              /* lock-free stack of objects freed by other groups */
   size_t run_size;           /* direct runs: usable size */
   struct hpcmem_span *next, *prev, *pending_next;
+  struct hpcmem_span *kept_next;   /* the heap's queue of kept spans */
 } __attribute__((aligned(64))) hpcmem_span_t;
 
 typedef struct hpcmem_heap {
@@ -60,13 +62,15 @@ typedef struct hpcmem_heap {
   unsigned index;
   char *base;
   hpcmem_itree_t tree;
-  hpcmem_span_t *partial[HPCMEM_NCLASSES];   /* spans with objects to give */
+  hpcmem_span_t *partial[HPCMEM_NCLASSES];   /* spans with free objects */
+  hpcmem_span_t *fresh[HPCMEM_NCLASSES];     /* spans with none but with uncarved room */
   hpcmem_span_t *pending;                    /* spans with remote frees (lock-free push) */
   hpcmem_span_t *desc_free;
   hpcmem_span_t *desc_next, *desc_end;
   uint64_t mapped_bytes;                     /* bytes of runs taken from the tree */
   uint64_t free_small_bytes;                 /* bytes in span free lists (retained) */
-  uint64_t empty_bytes;                      /* bytes of empty spans kept (HPCMEM_EMPTY_KEEP) */
+  uint64_t empty_bytes;                      /* bytes of empty spans kept (group.c: empty_budget) */
+  hpcmem_span_t *kept_head, *kept_tail;      /* spans kept empty, oldest first */
 } hpcmem_heap_t;
 
 typedef struct hpcmem_heaps {

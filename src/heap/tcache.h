@@ -83,6 +83,8 @@ typedef struct hpcmem_tcache {
   hpcmem_heap_t *heap;
   int in_call;                     /* inside calloc/realloc/...: the inner calls are not events */
   hpcmem_stats_t st;               /* the other counters (merged by hpcmem_stats) */
+  uint64_t bins_active;            /* classes that refilled or flushed since the last scavenge (tcache.c) */
+  uint32_t bin_events;             /* refills and flushes since then */
   struct hpcmem_tcache *next_all;  /* registry of live caches */
   int live;
 } __attribute__((aligned(64))) hpcmem_tcache_t;
@@ -169,6 +171,11 @@ static inline int _hpcmem_tcache_put_empty(hpcmem_bin_t *b, void *p, uint64_t ke
 void _hpcmem_tcache_flush(hpcmem_tcache_t *t, unsigned cls);
 /* Give everything back (thread exit); the cache stays usable. */
 void _hpcmem_tcache_flush_all(hpcmem_tcache_t *t);
+/* The thread of t exited (after _hpcmem_tcache_flush_all): t may go to another thread. */
+void _hpcmem_tcache_retire(hpcmem_tcache_t *t);
+void _hpcmem_tcache_fork_prepare(void);
+void _hpcmem_tcache_fork_parent(void);
+void _hpcmem_tcache_fork_child(void);
 /* The whole-bin scan behind a suspected double free: is p in t's bin cls (slot or list)? */
 int _hpcmem_tcache_contains(hpcmem_tcache_t *t, unsigned cls, const void *p);
 void _hpcmem_tcache_init_process(void);

@@ -1,10 +1,228 @@
 // The thread cache's accounting word (src/heap/tcache.h): one subtraction a hit,
 // exact calls and bytes once settled, an empty budget that sends the next call
 // to the slow path.
+//
+// Thread caches and group heaps (src/heap/tcache.c, src/heap/group.c): which
+// memory a refill takes, how much room a bin gets, idle bins.  The process's
+// own allocator is libhpcmem (libhpcmem-core), so the heaps are the real ones;
+// each test uses size classes nothing else in the process uses.
 #include <gtest/gtest.h>
-#include <string.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
 extern "C" {
 #include "heap/tcache.h"
+#include "hpcmem.h"
+}
+
+namespace {
+hpcmem_heap_t *heap0() {
+  free(malloc(1));                       // the allocator is up
+  return &_hpcmem_heaps.heap[0];
+}
+
+// Hand n objects back to h as a list that carries the free key, as a cache's flush does.
+void give_back(hpcmem_heap_t *h, std::vector<void *> objs) {
+  void *list = nullptr;
+  for (void *p : objs) {
+    *(void **)p = list;
+    ((uint64_t *)p)[1] = _hpcmem_free_key;
+    list = p;
+  }
+  uint64_t remote = 0;
+  _hpcmem_heap_flush(h, list, (unsigned)objs.size(), &remote);
+}
+
+// Every object of a refill: first, the list, the fresh range.
+std::vector<void *> objects_of(const hpcmem_refill_t &r, size_t size) {
+  std::vector<void *> v{r.first};
+  for (void *p = r.list; p; p = *(void **)p) v.push_back(p);
+  for (unsigned i = 0; i < r.nfresh; i++) v.push_back(r.fresh + i * size);
+  return v;
+}
+}  // namespace
+
+TEST(_hpcmem_heap_refill, takes_a_free_object_before_carving_a_fresh_one) {
+  hpcmem_heap_t *h = heap0();
+  unsigned cls = _hpcmem_size_class(112 << 10);       // a class no one else here uses
+  size_t size = _hpcmem_class_size[cls];
+  hpcmem_refill_t r;
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, 1), 1u);
+  hpcmem_span_t *x = _hpcmem_span_of(r.first);
+  unsigned cap = x->capacity;
+  ASSERT_GE(cap, 4u);
+  std::vector<void *> xs{r.first};
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, cap - 1, cap - 1), cap - 1);   // span x carved out
+  for (void *p : objects_of(r, size)) { ASSERT_EQ(_hpcmem_span_of(p), x); xs.push_back(p); }
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, cap, cap), cap);               // a second span, y
+  hpcmem_span_t *y = _hpcmem_span_of(r.first);
+  ASSERT_NE(y, x);
+  ASSERT_EQ(r.nfresh, cap - 1);
+  void *y0 = r.first;
+  give_back(h, {xs[0]});                              // x gets a free object
+  ASSERT_EQ(_hpcmem_heap_uncarve(r.fresh, r.nfresh), 1);   // y gets its room back (a thread's exit)
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, 1), 1u);
+  EXPECT_EQ(r.first, xs[0]) << "a refill carved y's fresh memory while x had a free object";
+  EXPECT_EQ(r.nfresh, 0u);
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+  give_back(h, xs);                                   // all of x and y go back
+  give_back(h, {y0});
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+}
+
+TEST(_hpcmem_heap_refill, carves_fresh_objects_once_no_span_has_a_free_one) {
+  hpcmem_heap_t *h = heap0();
+  unsigned cls = _hpcmem_size_class(96 << 10);
+  size_t size = _hpcmem_class_size[cls];
+  hpcmem_refill_t r;
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 2, 2), 2u);
+  std::vector<void *> got = objects_of(r, size);
+  give_back(h, {got[1]});
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 3, 3), 3u);  // the free one, then two fresh ones
+  std::vector<void *> more = objects_of(r, size);
+  ASSERT_EQ(more.size(), 3u);
+  int recycled = 0;
+  for (void *p : more) recycled += p == got[1];
+  EXPECT_EQ(recycled, 1);
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+  give_back(h, more);
+  give_back(h, {got[0]});
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+}
+
+namespace {
+// Run class `size` empty and full many times on the calling thread; the bin's room after it.
+unsigned churned_room(size_t size) {
+  std::vector<void *> v(600);
+  for (int round = 0; round < 20; round++) {
+    for (auto &p : v) p = malloc(size);
+    for (auto &p : v) free(p);
+  }
+  return _hpcmem_tc->bin[_hpcmem_size_class(size)].max;
+}
+}  // namespace
+
+TEST(_hpcmem_tcache_refill, bins_get_less_room_when_threads_outnumber_cpus) {
+  cpu_set_t set;
+  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  unsigned cpus = (unsigned)CPU_COUNT(&set);
+  size_t size = 1280;                                  // a class only this test uses
+  unsigned alone = 0, crowded = 0;
+  std::thread([&] { alone = churned_room(size); }).join();
+  EXPECT_GE(alone * size, 24u << 10) << "a thread per cpu keeps large bins";
+  // 16 threads per cpu, all alive while one of them churns
+  std::atomic<int> ready{0}, done{0};
+  std::vector<std::thread> crowd;
+  for (unsigned i = 0; i < 16 * cpus; i++)
+    crowd.emplace_back([&] {
+      free(malloc(16));                                // the thread has a cache: it counts
+      ready++;
+      while (!done) std::this_thread::yield();
+    });
+  while (ready < (int)crowd.size()) std::this_thread::yield();
+  std::thread([&] { crowded = churned_room(size); }).join();
+  done = 1;
+  for (auto &t : crowd) t.join();
+  EXPECT_LT(crowded, alone);
+  EXPECT_LE(crowded * size, 8u << 10);
+  EXPECT_GE(crowded, 4u);
+  // the threads are gone: room grows again
+  unsigned after = 0;
+  std::thread([&] { after = churned_room(size); }).join();
+  EXPECT_EQ(after, alone);
+  EXPECT_EQ(hpcmem_check(), 0);
+}
+
+TEST(_hpcmem_tcache_refill, a_forked_child_gets_the_room_of_its_one_thread) {
+  size_t size = 1536;                                  // a class only this test uses
+  unsigned alone = 0;
+  std::thread([&] { alone = churned_room(size); }).join();
+  cpu_set_t set;
+  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  std::atomic<int> ready{0}, done{0};
+  std::vector<std::thread> crowd;
+  for (int i = 0; i < 16 * CPU_COUNT(&set); i++)
+    crowd.emplace_back([&] {
+      free(malloc(16));
+      ready++;
+      while (!done) std::this_thread::yield();
+    });
+  while (ready < (int)crowd.size()) std::this_thread::yield();
+  pid_t pid = fork();
+  if (pid == 0) {                                      // the crowd did not come along
+    unsigned room = 0;
+    std::thread([&] { room = churned_room(size); }).join();
+    _exit(room == alone && hpcmem_check() == 0 ? 0 : 1);
+  }
+  done = 1;
+  for (auto &t : crowd) t.join();
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child's bins got the room of 17 threads";
+}
+
+TEST(_hpcmem_tcache_flush, an_idle_bin_goes_back_to_the_heap) {
+  std::thread([] {
+    size_t idle = 3584, busy = 2560;                   // classes only this test uses
+    unsigned ci = _hpcmem_size_class(idle);
+    std::vector<void *> v(200);
+    for (auto &p : v) p = malloc(idle);
+    for (auto &p : v) free(p);
+    hpcmem_bin_t *b = &_hpcmem_tc->bin[ci];
+    ASSERT_GT(b->count, 0u);                           // the idle class's bin holds objects
+    // thousands of refills and flushes of another class, none of the idle one
+    for (int round = 0; round < 2000 && b->count; round++) {
+      for (auto &p : v) p = malloc(busy);
+      for (auto &p : v) free(p);
+    }
+    EXPECT_EQ(b->count, 0u);
+    EXPECT_LE(b->max * idle, 8u << 10) << "an idle bin starts small again";
+    EXPECT_EQ(hpcmem_check(), 0);
+  }).join();
+}
+
+TEST(hpcmem_stats, retained_bytes_count_what_thread_caches_hold) {
+  std::thread([] {
+    size_t size = 1792;                               // a class only this test uses
+    void *p1 = malloc(size), *p2 = malloc(size);
+    hpcmem_stats_t before, after;
+    ASSERT_EQ(hpcmem_stats(&before), 0);
+    free(p1);                                         // into this thread's bin (slot, then list)
+    free(p2);
+    ASSERT_EQ(hpcmem_stats(&after), 0);
+    EXPECT_EQ(_hpcmem_tc->bin[_hpcmem_size_class(size)].count, 2u);
+    EXPECT_EQ(after.retained_bytes - before.retained_bytes, 2 * size);
+  }).join();
+}
+
+TEST(_hpcmem_heap_flush, a_small_heap_keeps_few_empty_spans_committed) {
+  const size_t size = 20 << 10, n = 400;             // 8 MiB of a class only this test uses
+  std::vector<char *> v(n);
+  std::thread([&] {
+    for (auto &p : v) { p = (char *)malloc(size); p[0] = 1; }   // one touched page each
+    for (auto &p : v) free(p);
+  }).join();                                          // the thread's exit gives its bins back
+  long page = sysconf(_SC_PAGESIZE);
+  size_t resident = 0;
+  for (char *p : v) {
+    unsigned char in = 0;
+    char *pg = (char *)((uintptr_t)p & ~(uintptr_t)(page - 1));
+    ASSERT_EQ(mincore(pg, (size_t)page, &in), 0);
+    resident += (in & 1) ? size : 0;
+  }
+  // empty spans stay committed up to a quarter of the heap's spans in use (at least 512 KiB)
+  uint64_t in_use = 0;
+  for (unsigned i = 0; i < _hpcmem_heaps.count; i++)
+    in_use += _hpcmem_heaps.heap[i].mapped_bytes - _hpcmem_heaps.heap[i].empty_bytes;
+  EXPECT_LE(resident, std::max<uint64_t>(512 << 10, in_use / 4) + (128 << 10)) << "KiB of 8 MiB emptied: " << (resident >> 10);
+  EXPECT_EQ(hpcmem_check(), 0);
 }
 
 namespace {
