@@ -98,6 +98,7 @@ typedef struct hmt_tbuf {
   uint64_t rows_t0;           /* raw clock when the first of them was gathered */
   hmt_col_model_t *model;     /* the column models of this buffer's blocks (under `lock`) */
   hmt_c2_livemap_t live;      /* its live allocations: address -> allocation index */
+  hmt_m4_model_t *m4;         /* format 1.4: the models of this buffer's blocks (under `lock`) */
   int chain;                  /* the models continue those of the last block written */
   uint64_t *slots;            /* capture scratch (4 x frames): where each frame was found */
   hmt_scache_t *cache;        /* recent stacks of the owning thread */
@@ -269,8 +270,9 @@ void _hpcmem_trace_init(void) {
   if (!_hpcmem_job.jobid[0]) _hpcmem_job_init();
   G.codec = (int)_hpcmem_opt(TRACE_COMPRESS);
   G.codec = G.codec == HPCMEM_COMPRESS_ZSTD ? HMT_CODEC_ZSTD
-          : G.codec == HPCMEM_COMPRESS_ZLIB ? HMT_CODEC_ZLIB : HMT_CODEC_NONE;
-  static const char *const codec_name[] = {"none", "zstd", "zlib"};
+          : G.codec == HPCMEM_COMPRESS_ZLIB ? HMT_CODEC_ZLIB
+          : G.codec == HPCMEM_COMPRESS_MODEL ? HMT_CODEC_MODEL : HMT_CODEC_NONE;
+  static const char *const codec_name[] = {"none", "zstd", "zlib", "model"};
   char why[256];
   if (!_hpcmem_codec_built(G.codec)) {
     int alt = _hpcmem_codec_built(HMT_CODEC_ZSTD) ? HMT_CODEC_ZSTD
@@ -452,6 +454,74 @@ static int live_reserve(hmt_tbuf_t *b, uint64_t more) {
   return 0;
 }
 
+/* Format 1.4: the buffer's models, with room for a block of count records
+ * (hmt_m4_need; chained: they go on).  At most HPCMEM_TRACE_BUFFER / 16
+ * allocations are tracked (a power of two from 2^10 to 2^20: 65536 for the
+ * default 1 MiB), each 32 bytes plus 32 of address map at most half full --
+ * 4 MiB at the default, touched only as far as the live set reaches, as
+ * the live map of format 1.2.  Sites (distinct stacks): 104 bytes each and
+ * 8 of map, up to HMT_M4_SITES_MAX.  The arrays grow by doubling; all is
+ * counted in memory_bytes.  0, or -ENOMEM. */
+static uint32_t m4_nmax(void) {
+  uint32_t n = 1u << 10;
+  while (n < (1u << 20) && (size_t)n * 2 * 16 <= G.bufsize) n *= 2;
+  return n;
+}
+static int m4_reserve(hmt_tbuf_t *b, int chained, uint64_t count) {
+  if (!b->m4) {
+    if (!(b->m4 = _hpcmem_trace_alloc(sizeof *b->m4))) return -ENOMEM;
+    memset(b->m4, 0, sizeof *b->m4);
+    chained = 0;
+  }
+  hmt_m4_model_t *m = b->m4;
+  if (!chained) m->nmax = m4_nmax();
+  hmt_m4_room_t need = hmt_m4_need(m, chained, count, m->nmax), r = need;
+  int grow = 0;
+  if (r.sites > m->site_cap) {
+    r.sites = 2 * m->site_cap > r.sites ? 2 * m->site_cap : r.sites;
+    if (r.sites > HMT_M4_SITES_MAX) r.sites = HMT_M4_SITES_MAX;
+    grow = 1;
+  } else r.sites = m->site_cap;
+  if (r.ents > m->ent_cap) {
+    r.ents = 2 * m->ent_cap > r.ents ? 2 * m->ent_cap : r.ents;
+    if (r.ents > m->nmax + 1) r.ents = m->nmax + 1;
+    grow = 1;
+  } else r.ents = m->ent_cap;
+  for (r.map_slots = 64; r.map_slots < 2ull * r.ents; r.map_slots *= 2) {}
+  for (r.smap_slots = 64; r.smap_slots < 2ull * r.sites; r.smap_slots *= 2) {}
+  if (!grow && m->map && m->smap) return 0;
+  hmt_m4_site_t *sites = r.sites == m->site_cap && m->sites ? m->sites : _hpcmem_trace_alloc(r.sites * sizeof *sites);
+  hmt_m4_ent_t *ent = r.ents == m->ent_cap && m->ent ? m->ent : _hpcmem_trace_alloc(r.ents * sizeof *ent);
+  hmt_m4_mslot_t *map = m->map && r.map_slots == m->map_mask + 1 ? m->map : _hpcmem_trace_alloc(r.map_slots * sizeof *map);
+  uint32_t *smap = m->smap && r.smap_slots == m->smap_mask + 1 ? m->smap : _hpcmem_trace_alloc(r.smap_slots * sizeof *smap);
+  if (!sites || !ent || !map || !smap) {
+    if (sites != m->sites) _hpcmem_trace_free(sites);
+    if (ent != m->ent) _hpcmem_trace_free(ent);
+    if (map != m->map) _hpcmem_trace_free(map);
+    if (smap != m->smap) _hpcmem_trace_free(smap);
+    return -ENOMEM;
+  }
+  hmt_m4_site_t *os = m->sites;
+  hmt_m4_ent_t *oe = m->ent;
+  hmt_m4_mslot_t *om = m->map;
+  uint32_t *osm = m->smap;
+  hmt_m4_grow(m, r, sites, ent, map, smap, chained);
+  if (os != sites) _hpcmem_trace_free(os);
+  if (oe != ent) _hpcmem_trace_free(oe);
+  if (om != map) _hpcmem_trace_free(om);
+  if (osm != smap) _hpcmem_trace_free(osm);
+  return 0;
+}
+static void m4_free(hmt_tbuf_t *b) {
+  if (!b->m4) return;
+  _hpcmem_trace_free(b->m4->sites);
+  _hpcmem_trace_free(b->m4->ent);
+  _hpcmem_trace_free(b->m4->map);
+  _hpcmem_trace_free(b->m4->smap);
+  _hpcmem_trace_free(b->m4);
+  b->m4 = NULL;
+}
+
 /* Write the gathered records as one block.  Holding b->lock. */
 static int write_rows(hmt_tbuf_t *b, int may_wait) {
   size_t len = b->rows_len;
@@ -469,14 +539,28 @@ static int write_rows(hmt_tbuf_t *b, int may_wait) {
   blk.base_time = base.time; blk.base_ptr = base.ptr; blk.base_stack = base.stack;
   const void *out = raw;
   size_t out_len = len, raw_len = len;
-  int columns = 0, models = G.codec != HMT_CODEC_NONE && live_reserve(b, count) == 0;
-  int chained = models && b->chain;
+  int columns = 0, chained = b->chain;
   unsigned shift = HMT_TICK_SHIFT;
+  void *comp;
   b->chain = 0;  /* until this block is written with the models */
-  void *comp = _hpcmem_compress_events_begin(G.codec, raw, len, &base, shift, models ? b->model : NULL, &b->live,
-                                             chained, may_wait, &out, &out_len, &raw_len, &columns);
+  if (G.codec == HMT_CODEC_MODEL) {
+    /* format 1.4; failing that, rows (and the next block starts afresh) */
+    comp = m4_reserve(b, chained, count) == 0
+         ? _hpcmem_compress_m4_begin(raw, len, &base, shift, b->m4, chained, may_wait, &out, &out_len, &raw_len)
+         : NULL;
+    if (comp) {
+      columns = 4;
+      blk.flags = HMT_BF_M4 | (chained ? HMT_BF_CHAIN : 0);
+      blk.raw_len = (uint32_t)raw_len;
+    }
+  } else {
+    int models = G.codec != HMT_CODEC_NONE && live_reserve(b, count) == 0;
+    chained = models && chained;
+    comp = _hpcmem_compress_events_begin(G.codec, raw, len, &base, shift, models ? b->model : NULL, &b->live,
+                                         chained, may_wait, &out, &out_len, &raw_len, &columns);
+  }
   blk.codec = comp ? (uint8_t)G.codec : HMT_CODEC_NONE;
-  if (comp && columns) {
+  if (comp && columns && columns < 4) {
     blk.flags = HMT_BF_COLUMNS;
     if (columns >= 2) blk.flags |= HMT_BF_MODELS | (chained ? HMT_BF_CHAIN : 0);
     if (columns == 3) blk.flags |= HMT_BF_SPLIT;
@@ -861,6 +945,7 @@ void _hpcmem_trace_shutdown(void) {
     hmt_tbuf_t *n = b->next;
     _hpcmem_trace_free(b->model);
     _hpcmem_trace_free(b->live.t);
+    m4_free(b);
     _hpcmem_trace_free(b);
     b = n;
   }
