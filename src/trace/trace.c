@@ -539,9 +539,11 @@ static int write_rows(hmt_tbuf_t *b, int may_wait) {
   blk.base_time = base.time; blk.base_ptr = base.ptr; blk.base_stack = base.stack;
   const void *out = raw;
   size_t out_len = len, raw_len = len;
-  int columns = 0, chained = b->chain;
+  int columns = 0, chained = b->chain, models = 0;
   unsigned shift = HMT_TICK_SHIFT;
   void *comp;
+  /* (the live map keeps its entries when the models go on) */
+  if (G.codec != HMT_CODEC_MODEL) models = G.codec != HMT_CODEC_NONE && live_reserve(b, count) == 0;
   b->chain = 0;  /* until this block is written with the models */
   if (G.codec == HMT_CODEC_MODEL) {
     /* format 1.4; failing that, rows (and the next block starts afresh) */
@@ -554,7 +556,6 @@ static int write_rows(hmt_tbuf_t *b, int may_wait) {
       blk.raw_len = (uint32_t)raw_len;
     }
   } else {
-    int models = G.codec != HMT_CODEC_NONE && live_reserve(b, count) == 0;
     chained = models && chained;
     comp = _hpcmem_compress_events_begin(G.codec, raw, len, &base, shift, models ? b->model : NULL, &b->live,
                                          chained, may_wait, &out, &out_len, &raw_len, &columns);
