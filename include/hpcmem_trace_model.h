@@ -261,6 +261,7 @@ typedef struct hmt_m4_model {
   unsigned map_shift, smap_shift;
   uint32_t nmax;                  /* tracked allocations at most (the block head's) */
   uint32_t ablate;                /* HMT_M4_X_*: measurements only */
+  uint64_t tracked, evicted;      /* allocations tracked, and evicted (counts for the encoder's choice of nmax) */
   /* ---- from here on cleared when the models start afresh ---- */
   uint32_t nsites, nent, free_ent, ntracked, ghead, gtail;
   uint32_t tok1, tok2, run, fam;
@@ -334,7 +335,8 @@ HMT_M4_INLINE void hmt_m4_track(hmt_m4_model_t *m, uint64_t ptr, unsigned cls, u
   if (!ptr) return;
   hmt_m4_mslot_t *ms = hmt_m4_find(m, ptr);
   if (ms->ptr) hmt_m4_untrack(m, ms->e);  /* freed by another thread and given out again */
-  if (m->ntracked >= m->nmax) hmt_m4_untrack(m, m->gtail);
+  if (m->ntracked >= m->nmax) { hmt_m4_untrack(m, m->gtail); m->evicted++; }
+  m->tracked++;
   ms = hmt_m4_find(m, ptr);
   uint32_t e = m->free_ent;
   if (e) m->free_ent = m->ent[e].gnewer; else e = m->nent++;
@@ -410,6 +412,53 @@ static inline void hmt_m4_grow(hmt_m4_model_t *m, hmt_m4_room_t room, hmt_m4_sit
     m->smap_shift = 64u - (unsigned)__builtin_ctzll(room.smap_slots);
     memset(smap, 0, room.smap_slots * sizeof *smap);
     for (uint32_t s = 2; s < m->nsites; s++) *hmt_m4_smapslot(m, m->sites[s].stack) = s;
+  }
+}
+
+/* A block may track fewer allocations than the one before (its head says
+ * how many): the oldest go first, on both sides alike. */
+static inline void hmt_m4_limit(hmt_m4_model_t *m, uint32_t nmax) {
+  while (m->ntracked > nmax) hmt_m4_untrack(m, m->gtail);
+  m->nmax = nmax;
+}
+
+/** After hmt_m4_limit lowered the limit, move the tracked allocations into
+ *  entries 1 .. ntracked of ent (room.ents of them, more than ntracked) and
+ *  rebuild the map in map (room.map_slots): a small limit then fits in the
+ *  caches (which was its point).  The old arrays are the caller's to free;
+ *  the model means the same (entry numbers are the memory's, not the
+ *  format's). */
+static inline void hmt_m4_compact(hmt_m4_model_t *m, hmt_m4_room_t room, hmt_m4_ent_t *ent, hmt_m4_mslot_t *map) {
+  hmt_m4_ent_t *old = m->ent;
+  uint32_t n = 0;
+  for (uint32_t e = m->gtail; e; e = old[e].gnewer) old[e].ms = ++n;  /* new numbers, oldest first */
+#define HMT_M4_RENUM(v) ((v) ? old[v].ms : 0u)
+  for (uint32_t e = m->gtail; e; e = old[e].gnewer) {
+    hmt_m4_ent_t *x = &ent[old[e].ms];
+    *x = old[e];
+    x->snewer = HMT_M4_RENUM(x->snewer); x->solder = HMT_M4_RENUM(x->solder);
+    x->gnewer = HMT_M4_RENUM(x->gnewer); x->golder = HMT_M4_RENUM(x->golder);
+  }
+  for (uint32_t s = 0; s < m->nsites; s++) {
+    m->sites[s].head = HMT_M4_RENUM(m->sites[s].head);
+    m->sites[s].tail = HMT_M4_RENUM(m->sites[s].tail);
+  }
+  for (unsigned k = 0; k < HMT_M4_NCUR; k++) {
+    m->cur[k][0] = HMT_M4_RENUM(m->cur[k][0]);
+    m->cur[k][1] = HMT_M4_RENUM(m->cur[k][1]);
+  }
+  m->ghead = HMT_M4_RENUM(m->ghead); m->gtail = HMT_M4_RENUM(m->gtail);
+#undef HMT_M4_RENUM
+  m->ent = ent; m->ent_cap = room.ents;
+  m->nent = n + 1; m->free_ent = 0;
+  m->map = map;
+  m->map_mask = room.map_slots - 1;
+  m->map_shift = 64u - (unsigned)__builtin_ctzll(room.map_slots);
+  memset(map, 0, room.map_slots * sizeof *map);
+  for (uint32_t e = 1; e <= n; e++) {
+    hmt_m4_mslot_t *x = hmt_m4_find(m, ent[e].ptr);
+    x->ptr = ent[e].ptr; x->e = e;
+    ent[e].ms = (uint32_t)(x - map);
   }
 }
 
@@ -794,6 +843,116 @@ static inline size_t hmt_m4_head(const uint8_t *p, size_t len, unsigned *shift, 
   return (size_t)(q - p);
 }
 
+/** A block being coded, fed record by record: the recorder codes its raw
+ *  entries as it takes them, without making rows and reading them again
+ *  (which was a third of the encoder's instructions). */
+typedef struct {
+  hmt_rc_t c;
+  hmt_state_t row;     /* the state of the rows the payload decodes to */
+  uint8_t *out;        /* the payload: head, then the coder's bytes */
+  uint64_t rows_len;   /* of those rows */
+  uint64_t count;      /* records coded */
+  unsigned shift;
+} hmt_m4_enc_t;
+
+/** Start a payload at out (cap bytes) for records that follow the state
+ *  *base (the block header's), with time ticks of 2^shift ns, continuing
+ *  the models m (chained != 0) or starting them afresh, with m->nmax
+ *  tracked allocations at most (a power of two; a chained block may track
+ *  fewer than the one before: the oldest are evicted).  The arrays must
+ *  have the room of hmt_m4_need for the records coded before they are
+ *  grown again.  0, or -1 (nmax or cap unusable). */
+static inline int hmt_m4_enc_begin(hmt_m4_enc_t *e, uint8_t *out, size_t cap, const hmt_state_t *base, unsigned shift,
+                                   hmt_m4_model_t *m, int chained) {
+  if (cap < HMT_M4_HEAD_MAX + 8 || !m->nmax || (m->nmax & (m->nmax - 1)) || m->nmax > (1u << HMT_M4_NMAX_BITS) ||
+      shift > 40)
+    return -1;
+  if (!chained) hmt_m4_reset(m, base->ptr);
+  else if (m->ntracked > m->nmax) hmt_m4_limit(m, m->nmax);
+  uint8_t *o = out;
+  *o++ = HMT_M4_MARK;
+  o = hmt_put_varint(o, shift);
+  o = hmt_put_varint(o, (uint64_t)__builtin_ctz(m->nmax));
+  hmt_rc_enc_init(&e->c, o, cap - (size_t)(o - out));
+  e->out = out;
+  e->row = *base;
+  e->row.time = (base->time >> shift) << shift;
+  e->rows_len = e->count = 0;
+  e->shift = shift;
+  m->tick = base->time >> shift;
+  return 0;
+}
+/** Bytes of the payload so far, with what the coder still holds. */
+static inline size_t hmt_m4_enc_size(const hmt_m4_enc_t *e) { return (size_t)(e->c.o - e->out) + e->c.csize + 4; }
+
+/** Code an event (time in ns, never before the last one's; rows' fields).
+ *  0, or -1: out of room (the payload is then unusable). */
+HMT_M4_INLINE int hmt_m4_enc_event(hmt_m4_enc_t *e, hmt_m4_model_t *m, unsigned type, int sys, uint64_t time,
+                                   uint64_t ptr, uint64_t old, uint64_t size, uint64_t align, uint64_t stack) {
+  hmt_m4_ev_t ev;
+  ev.kind = type == HPCMEM_EV_REALLOC ? (!old ? HMT_M4_REALLOC0 : !ptr ? HMT_M4_REALLOCF : HMT_M4_REALLOC) : type;
+  ev.sys = sys ? 1 : 0;
+  ev.tick = time >> e->shift;
+  ev.ptr = ptr; ev.old = old; ev.size = size; ev.align = align; ev.stack = stack;
+  hmt_m4_event(&e->c, m, &ev, 0);
+  /* the length of the row the decoder will make (time rounded to the tick) */
+  uint64_t t = ev.tick << e->shift;
+  uint64_t l = 1 + hmt_varint_len(t - e->row.time) + hmt_varint_len(hmt_zigzag((int64_t)(ptr - e->row.ptr)));
+  if (type == HPCMEM_EV_REALLOC) l += hmt_varint_len(hmt_zigzag((int64_t)(old - ptr)));
+  if (type != HPCMEM_EV_FREE) {
+    l += hmt_varint_len(size);
+    if (type == HPCMEM_EV_MEMALIGN) l += hmt_varint_len(align);
+    if (stack != e->row.stack) l += hmt_varint_len(stack);
+    e->row.stack = stack;
+  }
+  e->row.time = t; e->row.ptr = ptr;
+  e->rows_len += l;
+  e->count++;
+  return e->c.err ? -1 : 0;
+}
+
+/** Code a STACK record: nodes first .. first + n - 1 on parent, frames
+ *  innermost first (as hmt_encode_stack).  0, or -1 (out of room, or not a
+ *  valid record). */
+static inline int hmt_m4_enc_stack(hmt_m4_enc_t *e, hmt_m4_model_t *m, uint64_t first, uint64_t parent,
+                                   const uint64_t *frames, uint32_t n) {
+  hmt_m4_ev_t ev;
+  memset(&ev, 0, sizeof ev);
+  ev.kind = HMT_M4_STACK;
+  hmt_m4_event(&e->c, m, &ev, 0);
+  uint64_t up = first - parent, nn = n;
+  if (hmt_m4_stack(&e->c, m, &first, &up, &nn, 0) != HMT_OK) return -1;
+  uint64_t l = 1 + hmt_varint_len(first) + hmt_varint_len(up) + hmt_varint_len(nn), prev = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    uint64_t v = i ? hmt_zigzag((int64_t)(frames[i] - prev)) : frames[0];
+    hmt_m4_frame(&e->c, m, i, v, 0);
+    l += hmt_varint_len(v);
+    prev = frames[i];
+  }
+  e->row.stack = first + n - 1;
+  e->rows_len += l;
+  e->count++;
+  return e->c.err ? -1 : 0;
+}
+
+/** Code an EXT record. 0 or -1. */
+static inline int hmt_m4_enc_ext(hmt_m4_enc_t *e, hmt_m4_model_t *m, uint64_t type, const uint8_t *bytes, uint64_t len) {
+  hmt_m4_ev_t ev;
+  memset(&ev, 0, sizeof ev);
+  ev.kind = HMT_M4_EXT;
+  hmt_m4_event(&e->c, m, &ev, 0);
+  HMT_M4_FIELD(&e->c, HMT_M4_F_STACK);
+  hmt_rc_int(&e->c, &m->i_etype, type, 0);
+  hmt_rc_int(&e->c, &m->i_elen, len, 0);
+  for (uint64_t i = 0; i < len; i++) hmt_rc_tree(&e->c, m->b_byte, 8, bytes[i], 0);
+  e->rows_len += 1 + hmt_varint_len(type) + hmt_varint_len(len) + len;
+  e->count++;
+  return e->c.err ? -1 : 0;
+}
+
+/** Finish the payload: its length (0: out of room). */
+static inline size_t hmt_m4_enc_end(hmt_m4_enc_t *e) { return hmt_rc_enc_finish(&e->c, e->out); }
+
 /* The records a few ahead of the one being coded have their map slots
  * fetched: on a thread with a large live set the map is beyond the caches,
  * and the probes were most of the encoder's time. */
@@ -806,91 +965,68 @@ HMT_M4_INLINE void hmt_m4_prefetch(const hmt_m4_model_t *m, const hmt_record_t *
 }
 
 /** Encode len bytes of rows (against *st, which is advanced to their end)
- *  into a format 1.4 payload at out (cap bytes), with time ticks of
- *  2^shift ns, continuing the models m (chained != 0) or starting them
- *  afresh with m->nmax tracked allocations at most (a power of two).  The
- *  arrays must have the room hmt_m4_need gives for the block's records.
- *  Returns the payload length and in *rows_len the length of the rows it
- *  decodes to; 0 when the rows do not decode or cap is too small (the
- *  models are then in an undefined state: start afresh).  c: the coder
- *  (its figures, HMT_M4_STATS). */
-static inline size_t hmt_m4_encode_c(hmt_rc_t *c, const uint8_t *rows, size_t len, hmt_state_t *st, unsigned shift,
-                                     uint8_t *out, size_t cap, hmt_m4_model_t *m, int chained, uint64_t *rows_len) {
-  if (cap < HMT_M4_HEAD_MAX + 8 || !m->nmax || (m->nmax & (m->nmax - 1)) || m->nmax > (1u << HMT_M4_NMAX_BITS))
-    return 0;
-  if (!chained) hmt_m4_reset(m, st->ptr);
-  uint8_t *o = out;
-  *o++ = HMT_M4_MARK;
-  o = hmt_put_varint(o, shift);
-  o = hmt_put_varint(o, (uint64_t)__builtin_ctz(m->nmax));
-  hmt_rc_enc_init(c, o, cap - (size_t)(o - out));
-  m->tick = st->time >> shift;
+ *  into a format 1.4 payload at out (cap bytes), as hmt_m4_enc_begin
+ *  starts it.  The arrays must have the room hmt_m4_need gives for the
+ *  block's records.  Returns the payload length and in *rows_len the
+ *  length of the rows it decodes to; 0 when the rows do not decode or cap
+ *  is too small (the models are then in an undefined state: start
+ *  afresh).  e: the coder (its figures, HMT_M4_STATS). */
+static inline size_t hmt_m4_encode_e(hmt_m4_enc_t *e, const uint8_t *rows, size_t len, hmt_state_t *st,
+                                     unsigned shift, uint8_t *out, size_t cap, hmt_m4_model_t *m, int chained,
+                                     uint64_t *rows_len) {
+  if (hmt_m4_enc_begin(e, out, cap, st, shift, m, chained)) return 0;
   const uint8_t *p = rows, *end = rows + len;
-  uint64_t rl = 0, prevtick = m->tick;
   /* a ring of decoded records: q[head] is coded while the next are fetched */
   hmt_record_t q[HMT_M4_AHEAD];
-  uint64_t qdt[HMT_M4_AHEAD];
-  size_t qlen[HMT_M4_AHEAD];
   unsigned n = 0, head = 0;
   for (;;) {
     while (n < HMT_M4_AHEAD && p < end) {
       unsigned k = (head + n) % HMT_M4_AHEAD;
-      const uint8_t *rec0 = p;
-      uint64_t prev_time = st->time;
       if (hmt_decode_record(&p, end, st, &q[k]) != HMT_OK) return 0;
-      qdt[k] = st->time - prev_time;
-      qlen[k] = (size_t)(p - rec0);
       hmt_m4_prefetch(m, &q[k]);
       n++;
     }
     if (!n) break;
     const hmt_record_t *r = &q[head];
-    uint64_t dtrow = qdt[head];
-    size_t rlen = qlen[head];
     head = (head + 1) % HMT_M4_AHEAD;
     n--;
-    hmt_m4_ev_t ev;
-    memset(&ev, 0, sizeof ev);
-    if (r->type == HMT_REC_STACK || r->type == HMT_REC_EXT) {
-      ev.kind = r->type == HMT_REC_STACK ? HMT_M4_STACK : HMT_M4_EXT;
-      ev.sys = 0; ev.stack = 0;
-      hmt_m4_event(c, m, &ev, 0);
-      if (r->type == HMT_REC_STACK) {
-        uint64_t first = r->stack_id, up = r->stack_id - r->parent, nn = r->depth;
-        if (hmt_m4_stack(c, m, &first, &up, &nn, 0) != HMT_OK) return 0;
-        rl += 1 + hmt_varint_len(first) + hmt_varint_len(up) + hmt_varint_len(nn);
-        const uint8_t *fq = r->frames, *fe = r->frames + r->frames_len;
-        for (uint64_t i = 0; i < nn; i++) {
-          uint64_t v = 0;
-          fq = hmt_get_varint(fq, fe, &v);
-          hmt_m4_frame(c, m, i, v, 0);
-          rl += hmt_varint_len(v);
-        }
-      } else {
-        HMT_M4_FIELD(c, HMT_M4_F_STACK);
-        hmt_rc_int(c, &m->i_etype, r->ext_type, 0);
-        hmt_rc_int(c, &m->i_elen, r->ext_len, 0);
-        for (uint64_t i = 0; i < r->ext_len; i++) hmt_rc_tree(c, m->b_byte, 8, r->ext[i], 0);
-        rl += 1 + hmt_varint_len(r->ext_type) + hmt_varint_len(r->ext_len) + r->ext_len;
+    int rc;
+    if (r->type == HMT_REC_STACK) {
+      /* the frames as the row has them: frame 0, then zigzag deltas */
+      hmt_m4_ev_t ev;
+      memset(&ev, 0, sizeof ev);
+      ev.kind = HMT_M4_STACK;
+      hmt_m4_event(&e->c, m, &ev, 0);
+      uint64_t first = r->stack_id, up = r->stack_id - r->parent, nn = r->depth;
+      if (hmt_m4_stack(&e->c, m, &first, &up, &nn, 0) != HMT_OK) return 0;
+      uint64_t l = 1 + hmt_varint_len(first) + hmt_varint_len(up) + hmt_varint_len(nn);
+      const uint8_t *fq = r->frames, *fe = r->frames + r->frames_len;
+      for (uint64_t i = 0; i < nn; i++) {
+        uint64_t v = 0;
+        fq = hmt_get_varint(fq, fe, &v);
+        hmt_m4_frame(&e->c, m, i, v, 0);
+        l += hmt_varint_len(v);
       }
+      e->row.stack = first + nn - 1;
+      e->rows_len += l;
+      e->count++;
+      rc = e->c.err ? -1 : 0;
+    } else if (r->type == HMT_REC_EXT) {
+      rc = hmt_m4_enc_ext(e, m, r->ext_type, r->ext, r->ext_len);
     } else {
-      ev.kind = hmt_m4_kind(r); ev.sys = r->sys; ev.tick = r->time >> shift;
-      ev.ptr = r->ptr; ev.old = r->old_ptr; ev.size = r->size; ev.align = r->align; ev.stack = r->stack;
-      hmt_m4_event(c, m, &ev, 0);
-      rl += rlen - hmt_varint_len(dtrow) + hmt_varint_len((ev.tick << shift) - (prevtick << shift));
-      prevtick = ev.tick;
+      rc = hmt_m4_enc_event(e, m, r->type, (int)r->sys, r->time, r->ptr, r->old_ptr, r->size, r->align, r->stack);
     }
-    if (c->err) return 0;
+    if (rc) return 0;
   }
-  size_t nb = hmt_rc_enc_finish(c, o);
+  size_t nb = hmt_m4_enc_end(e);
   if (!nb) return 0;
-  *rows_len = rl;
-  return (size_t)(o - out) + nb;
+  *rows_len = e->rows_len;
+  return nb;
 }
 static inline size_t hmt_m4_encode(const uint8_t *rows, size_t len, hmt_state_t *st, unsigned shift, uint8_t *out,
                                    size_t cap, hmt_m4_model_t *m, int chained, uint64_t *rows_len) {
-  hmt_rc_t c;
-  return hmt_m4_encode_c(&c, rows, len, st, shift, out, cap, m, chained, rows_len);
+  hmt_m4_enc_t e;
+  return hmt_m4_encode_e(&e, rows, len, st, shift, out, cap, m, chained, rows_len);
 }
 
 /* rows out to exactly raw_len bytes: each value checked against the room */
@@ -926,9 +1062,9 @@ static inline int hmt_m4_dec_begin(hmt_m4_dec_t *d, const uint8_t *in, size_t le
                                    size_t out_cap, uint64_t count, hmt_m4_model_t *m, int chained) {
   uint32_t nmax;
   size_t h = hmt_m4_head(in, len, &d->shift, &nmax);
-  if (!h || (chained && nmax != m->nmax)) return HMT_E_RECORD;
-  m->nmax = nmax;
-  if (!chained) hmt_m4_reset(m, st->ptr);
+  if (!h) return HMT_E_RECORD;
+  if (!chained) { m->nmax = nmax; hmt_m4_reset(m, st->ptr); }
+  else hmt_m4_limit(m, nmax);
   st->time = (st->time >> d->shift) << d->shift;
   d->row = *st;
   m->tick = st->time >> d->shift;

@@ -693,6 +693,7 @@ static int m4_room(hmt_m4_model_t *m, hmt_m4_room_t need, int keep) {
   r.ents = m->ent_cap > r.ents ? m->ent_cap : r.ents;
   if (r.ents > m->ent_cap && r.ents < 2 * m->ent_cap) r.ents = 2 * m->ent_cap;
   if (r.ents > m->nmax + 1) r.ents = m->nmax + 1;
+  if (r.ents < m->ent_cap) r.ents = m->ent_cap;  /* never smaller: entries beyond a lower limit stay in use */
   for (r.map_slots = 64; r.map_slots < 2ull * r.ents; r.map_slots *= 2) {}
   r.smap_slots = 0;
   hmt_m4_site_t *sites = m->sites;
@@ -725,13 +726,10 @@ static int m4_to_rows(hmt_reader_t *r, stream_t *s, const blk_t *k) {
   uint32_t nmax;
   if (!hmt_m4_head(s->raw, k->b.stored_len, &shift, &nmax))
     return fail(r, NULL, HMT_E_RECORD, k->off, "malformed head of a block of coded events");
-  if (chained && nmax != s->m4->nmax)
-    return fail(r, NULL, HMT_E_RECORD, k->off, "block tracks %u allocations, the block it continues %u", nmax,
-                s->m4->nmax);
   if (!s->m4 && !(s->m4 = calloc(1, sizeof *s->m4))) return fail(r, NULL, -ENOMEM, k->off, "out of memory");
   hmt_m4_model_t *m = s->m4;
-  m->nmax = nmax;
-  if (m4_room(m, hmt_m4_need(m, chained, 0, nmax), chained) ||
+  if (!chained || nmax > m->nmax) m->nmax = nmax;  /* fewer: hmt_m4_dec_begin evicts the oldest */
+  if (m4_room(m, hmt_m4_need(m, chained, 0, m->nmax), chained) ||
       grow_buf(&s->rows, &s->rows_cap, (size_t)k->b.raw_len + 1))
     return fail(r, NULL, -ENOMEM, k->off, "out of memory");
   hmt_state_t st = s->st;
