@@ -208,6 +208,7 @@ enum {
 #define HMT_M4_SITES_MAX (1u << 16)   /* sites of a thread; more share site 1 and spell their stack */
 #define HMT_M4_NMAX_BITS 24           /* largest limit of tracked allocations a reader takes */
 #define HMT_M4_SIZE_CTX 16
+#define HMT_M4_FRAME_BITS 12          /* the caller frames remembered after a frame: 4096 */
 
 /* the followers of a context: tokens, most recent first, and the last
  * ranks they were found at (2 bits each) */
@@ -266,16 +267,19 @@ typedef struct hmt_m4_model {
   uint32_t nsites, nent, free_ent, ntracked, ghead, gtail;
   uint32_t tok1, tok2, run, fam;
   int64_t pdelta;                 /* size step of the last allocation */
-  uint64_t tick, hist[2], deflast, newstack, ovstack, nextnode, frame0;
+  uint64_t arep[2];               /* the last explicit address deltas (from the class's last, the last event's) */
+  uint64_t tick, hist[2], deflast, newstack, ovstack, nextnode, frame0, fprev, laststack;
   uint32_t cur[HMT_M4_NCUR][2];   /* older / newer neighbour of the last frees */
   uint64_t acur[HMT_M4_NCUR][2], astep[HMT_M4_NCUR][2];  /* runs of untracked addresses: last two, and their steps */
   hmt_m4_cls_t cls[HMT_C2_NCLASS];
   hmt_m4_slot_t slot[1u << HMT_M4_SLOT_BITS];
   hmt_m4_bit_t b_sr[3][256][4], b_kind[16][16], b_sys[16], b_newsite, b_deflast, b_tracked;
   hmt_m4_bit_t b_dt0[16][20], b_mpref[2][HMT_M4_M_N], b_mtree[2][HMT_M4_M_N][16];
-  hmt_m4_bit_t b_fsame[HMT_M4_FA_N], b_fam[HMT_M4_FA_N][16], b_fstep[3], b_size[4][3][2], b_align, b_amode[HMT_M4_A_N][HMT_M4_A_N][2];
+  hmt_m4_bit_t b_fsame[HMT_M4_FA_N], b_fam[HMT_M4_FA_N][16], b_fstep[3], b_arep[2], b_size[4][3][2], b_align, b_amode[HMT_M4_A_N][HMT_M4_A_N][2];
   hmt_m4_int_t i_site, i_stack, i_ovstack, i_dt[10], i_faddr[3], i_size[HMT_M4_SIZE_CTX][2], i_align, i_aaddr[2];
-  hmt_m4_int_t i_sfirst, i_sup, i_sn, i_sf0, i_sfd[4], i_etype, i_elen;
+  hmt_m4_int_t i_sfirst, i_sup, i_supnear, i_sn, i_sf0, i_sfd[4], i_etype, i_elen;
+  hmt_m4_bit_t b_supnear, b_fnext[4];
+  uint64_t fnext[1u << HMT_M4_FRAME_BITS];  /* the caller frame found after a frame */
   hmt_m4_bit_t b_byte[256];
 } hmt_m4_model_t;
 
@@ -702,8 +706,17 @@ HMT_M4_INLINE uint64_t hmt_m4_aaddr(hmt_rc_t *c, hmt_m4_model_t *m, unsigned kin
     case HMT_M4_A_LIFO: ptr = k->lifo[--k->top % HMT_C2_LIFO]; k->n--; break;
     case HMT_M4_A_OLD: ptr = old; break;
     case HMT_M4_A_BUMP: ptr = k->last + k->stride; break;
-    case HMT_M4_A_CLASS: ptr = k->last + (uint64_t)hmt_rc_sint(c, &m->i_aaddr[0], (int64_t)(ptr - k->last), dec); break;
-    default: ptr = m->hist[0] + (uint64_t)hmt_rc_sint(c, &m->i_aaddr[1], (int64_t)(ptr - m->hist[0]), dec); break;
+    default: {
+      /* a delta; first whether it is this mode's last one (a thread
+       * stepping through memory: one bit instead of fifteen) */
+      unsigned j = mode == HMT_M4_A_CLASS ? 0 : 1;
+      uint64_t b = j ? m->hist[0] : k->last, d = ptr - b;
+      if (hmt_rc_bit(c, &m->b_arep[j], d == m->arep[j], dec)) d = m->arep[j];
+      else d = (uint64_t)hmt_rc_sint(c, &m->i_aaddr[j], (int64_t)d, dec);
+      m->arep[j] = d;
+      ptr = b + d;
+      break;
+    }
   }
   if (mode >= HMT_M4_A_BUMP) {
     if (k->last) k->stride = ptr - k->last;
@@ -751,6 +764,7 @@ HMT_M4_INLINE void hmt_m4_event(hmt_rc_t *c, hmt_m4_model_t *m, hmt_m4_ev_t *ev,
       ev->stack = m->ovstack + (uint64_t)hmt_rc_sint(c, &m->i_ovstack, (int64_t)(ev->stack - m->ovstack), dec);
       m->ovstack = ev->stack;
     } else ev->stack = m->sites[site].stack;
+    m->laststack = ev->stack;
   }
   /* time: most events share the tick of the one before; the chance of a
    * new tick grows with the events the tick has held (BWA-MEM: 0.015 ->
@@ -810,7 +824,13 @@ HMT_M4_INLINE int hmt_m4_stack(hmt_rc_t *c, hmt_m4_model_t *m, uint64_t *first, 
                                const int dec) {
   HMT_M4_FIELD(c, HMT_M4_F_STACK);
   *first = m->nextnode + (uint64_t)hmt_rc_sint(c, &m->i_sfirst, (int64_t)(*first - m->nextnode), dec);
-  *up = hmt_rc_int(c, &m->i_sup, *up, dec);
+  /* the parent: a step up from the last allocation's stack (the new stack
+   * branches off a path the thread was just on), or first - parent */
+  uint64_t parent = *first - *up;
+  int near = dec ? 0 : hmt_varint_len(hmt_zigzag((int64_t)(m->laststack - parent))) < hmt_varint_len(*up);
+  if (hmt_rc_bit(c, &m->b_supnear, near, dec))
+    *up = *first - (m->laststack - (uint64_t)hmt_rc_sint(c, &m->i_supnear, (int64_t)(m->laststack - parent), dec));
+  else *up = hmt_rc_int(c, &m->i_sup, *up, dec);
   *n = hmt_rc_int(c, &m->i_sn, *n, dec);
   if (*n == 0 || *n > HMT_MAX_DEPTH || *first == 0 || *up == 0 || *up > *first || *first + *n < *first)
     return HMT_E_RECORD;
@@ -818,9 +838,24 @@ HMT_M4_INLINE int hmt_m4_stack(hmt_rc_t *c, hmt_m4_model_t *m, uint64_t *first, 
   m->deflast = *first + *n - 1;
   return HMT_OK;
 }
+/* A frame of a STACK record (v as the row has it: frame 0, then zigzag
+ * deltas).  Frame 0 is a delta from the last record's; a caller's frame is
+ * first predicted from the frame it returns to (the caller found last time
+ * after that frame: a function is mostly called from a few places). */
 HMT_M4_INLINE uint64_t hmt_m4_frame(hmt_rc_t *c, hmt_m4_model_t *m, uint64_t i, uint64_t v, const int dec) {
-  if (i == 0) return m->frame0 = m->frame0 + (uint64_t)hmt_rc_sint(c, &m->i_sf0, (int64_t)(v - m->frame0), dec);
-  return hmt_rc_int(c, &m->i_sfd[i < 4 ? i : 3], v, dec);
+  uint64_t f;
+  if (i == 0) {
+    f = m->frame0 = m->frame0 + (uint64_t)hmt_rc_sint(c, &m->i_sf0, (int64_t)(v - m->frame0), dec);
+  } else {
+    uint64_t *slot = &m->fnext[hmt_m4_h(m->fprev) >> (64 - HMT_M4_FRAME_BITS)];
+    uint64_t pv = hmt_zigzag((int64_t)(*slot - m->fprev));
+    if (hmt_rc_bit(c, &m->b_fnext[i < 4 ? i : 3], v == pv, dec)) v = pv;
+    else v = hmt_rc_int(c, &m->i_sfd[i < 4 ? i : 3], v, dec);
+    f = m->fprev + (uint64_t)hmt_unzigzag(v);
+    *slot = f;
+  }
+  m->fprev = f;
+  return i ? v : f;
 }
 
 HMT_M4_INLINE unsigned hmt_m4_kind(const hmt_record_t *r) {
