@@ -160,14 +160,27 @@ HMT_M4_INLINE int hmt_rc_bit(hmt_rc_t *c, hmt_m4_bit_t *b, int bit, const int de
   return bit;
 }
 
-/* Integers: the bit length L (0..64) in unary (a context per step), the
- * three bits below the leading one by a tree per L (L above 24 share one),
- * the others by their position, so that bits that are always 0 (aligned
- * addresses) or always 1 (a negative step, zigzagged) cost nothing. */
-typedef struct { hmt_m4_bit_t len[65], top[25][7], low[64]; } hmt_m4_int_t;
+/* a symbol of `bits` bits by a binary tree of contexts t[1 .. 2^bits - 1] */
+HMT_M4_INLINE unsigned hmt_rc_tree(hmt_rc_t *c, hmt_m4_bit_t *t, unsigned bits, unsigned v, const int dec) {
+  unsigned node = 1;
+  for (int i = (int)bits - 1; i >= 0; i--) node = node << 1 | (unsigned)hmt_rc_bit(c, &t[node], (int)((v >> i) & 1), dec);
+  return node - (1u << bits);
+}
+
+/* Integers: the bit length L (0..64) -- in unary up to 4 (a context per
+ * step), beyond by a 6-bit tree of L - 4 (an address or frame delta of 20
+ * bits: 10 decisions instead of 21) -- the three bits below the leading
+ * one by a tree per L (L above 24 share one), the others by their
+ * position, so that bits that are always 0 (aligned addresses) or always 1
+ * (a negative step, zigzagged) cost nothing. */
+typedef struct { hmt_m4_bit_t len[4], lt[64], top[25][7], low[64]; } hmt_m4_int_t;
 HMT_M4_INLINE uint64_t hmt_rc_int(hmt_rc_t *c, hmt_m4_int_t *m, uint64_t v, const int dec) {
   unsigned L = dec ? 0 : (v ? 64u - (unsigned)__builtin_clzll(v) : 0u), l = 0;
-  while (l < 64 && hmt_rc_bit(c, &m->len[l], l < L, dec)) l++;
+  while (l < 4 && hmt_rc_bit(c, &m->len[l], l < L, dec)) l++;
+  if (l == 4) {
+    l = 4 + hmt_rc_tree(c, m->lt, 6, L - 4, dec);
+    if (l > 64) { c->err = 1; l = 64; }
+  }
   if (l <= 1) return l;
   hmt_m4_bit_t *top = m->top[l < 24 ? l : 24];
   uint64_t x = 1;
@@ -182,12 +195,6 @@ HMT_M4_INLINE uint64_t hmt_rc_int(hmt_rc_t *c, hmt_m4_int_t *m, uint64_t v, cons
 }
 HMT_M4_INLINE int64_t hmt_rc_sint(hmt_rc_t *c, hmt_m4_int_t *m, int64_t v, const int dec) {
   return hmt_unzigzag(hmt_rc_int(c, m, hmt_zigzag(v), dec));
-}
-/* a symbol of `bits` bits by a binary tree of contexts t[1 .. 2^bits - 1] */
-HMT_M4_INLINE unsigned hmt_rc_tree(hmt_rc_t *c, hmt_m4_bit_t *t, unsigned bits, unsigned v, const int dec) {
-  unsigned node = 1;
-  for (int i = (int)bits - 1; i >= 0; i--) node = node << 1 | (unsigned)hmt_rc_bit(c, &t[node], (int)((v >> i) & 1), dec);
-  return node - (1u << bits);
 }
 
 /* ------------------------------------------------------------------ */
@@ -858,10 +865,6 @@ HMT_M4_INLINE uint64_t hmt_m4_frame(hmt_rc_t *c, hmt_m4_model_t *m, uint64_t i, 
   return i ? v : f;
 }
 
-HMT_M4_INLINE unsigned hmt_m4_kind(const hmt_record_t *r) {
-  if (r->type == HPCMEM_EV_REALLOC) return !r->old_ptr ? HMT_M4_REALLOC0 : !r->ptr ? HMT_M4_REALLOCF : HMT_M4_REALLOC;
-  return r->type;
-}
 
 /* ------------------------------------------------------------------ */
 /* Payloads                                                            */
