@@ -669,7 +669,7 @@ static inline const uint64_t *m4_prefetch(const hmt_m4_model_t *m, const uint64_
 }
 
 /* Format 1.4: code the raw entries from *wp on into the open block (opened
- * here), as they are taken -- no rows are made and read again (a third of
+ * here), as they are taken -- no rows are made and read again (a quarter of
  * the coder's instructions) -- and close it when it stands for
  * HPCMEM_TRACE_BUFFER / 2 bytes of rows, or when the largest record might
  * not fit in the payload's room (`rows`).  *wp: how far it got; 0, or
