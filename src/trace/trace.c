@@ -709,8 +709,9 @@ static int m4_code_raw(hmt_tbuf_t *b, const uint64_t **wp, const uint64_t *end, 
       if (ahead < end) ahead = m4_prefetch(b->m4, ahead);
       unsigned tag = (unsigned)(w[0] >> RAW_KSHIFT), type = tag & HMT_TAG_TYPE;
       uint32_t nf = type == HMT_REC_STACK ? (uint32_t)(w[0] & RAW_TMASK) : 0;
-      /* a record codes to less than 4 bytes a field (a frame: 20 at most) */
-      if (hmt_m4_enc_size(e) + 256 + 20 * (size_t)nf > b->rows_cap) { full = 1; break; }
+      /* a record codes to less than 4 bytes a field (a frame: 20 at most;
+       * the deepest stack fits in an empty block) */
+      if (e->count && hmt_m4_enc_size(e) + 256 + 20 * (size_t)nf > b->rows_cap) { full = 1; break; }
       if (type == HMT_REC_STACK) {
         if (hmt_m4_enc_stack(e, b->m4, w[1], w[2], w + 3, nf)) full = -1;
         b->enc.stack = w[1] + nf - 1;

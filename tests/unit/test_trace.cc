@@ -618,6 +618,47 @@ TEST_P(TraceChained, chained_models_round_trip_exactly) {
 
 INSTANTIATE_TEST_SUITE_P(trace_event, TraceChained, ::testing::Values("zstd", "model"));
 
+// Format 1.4 on a thread whose live set is far beyond the tracked limit
+// (4,096 for a 64K buffer): its blocks switch to tracking 1,024 (the
+// tracked allocations moved to small arrays), try the full limit again
+// later, stay chained throughout, and every event comes back exactly.
+TEST(trace_event, model_lowers_the_tracked_limit_of_a_thrashing_thread) {
+  std::string dir = make_tmpdir();
+  start_trace(dir, {"HPCMEM_TRACE_BUFFER=64K", "HPCMEM_TRACE_COMPRESS=model"});
+  std::vector<Expected> want;
+  for (int round = 0; round < 12; round++) {
+    for (int i = 0; i < 20000; i++) {
+      uint64_t p = FAKE + 0x1000000 + 64 * (uint64_t)i;
+      sites[i % 2](HPCMEM_EV_MALLOC, p, 48, 0, 0);
+      want.push_back({HPCMEM_EV_MALLOC, 0, p, 0, 48, 0, i % 2});
+    }
+    for (int i = 20000; i-- > 0;) {
+      uint64_t p = FAKE + 0x1000000 + 64 * (uint64_t)((i * 7919) % 20000);  // not the order they came in
+      _hpcmem_trace_event(HPCMEM_EV_FREE, fp(p - FAKE), 0, nullptr, 0);
+      want.push_back({HPCMEM_EV_FREE, 0, p, 0, 0, 0, -1});
+    }
+  }
+  _hpcmem_trace_shutdown();
+  std::string path = only_file(dir);
+  ReadBack rb = read_back(path);
+  ASSERT_EQ(rb.rc, 0) << rb.error;
+  expect_same(want, rb.events);
+  auto f = file_bytes(path);
+  size_t low = 0, full = 0, unchained = 0;
+  for (auto &b : event_blocks(f)) {
+    unsigned shift;
+    uint32_t nmax;
+    ASSERT_GT(hmt_m4_head(&f[b.first + HMT_BLOCK_HEADER_SIZE], b.second.stored_len, &shift, &nmax), 0u);
+    low += nmax == 1024;
+    full += nmax == 4096;
+    unchained += !(b.second.flags & HMT_BF_CHAIN);
+  }
+  EXPECT_GT(low, 20u) << "blocks of the thrashing thread track 1,024";
+  EXPECT_GE(full, 3u) << "the first blocks, and a try every 32nd block";
+  EXPECT_LE(unchained, 2u) << "the limit changes within the chain";
+  rm_rf(dir);
+}
+
 // Format 1.4 keeps exactly what its models cannot predict: sizes and
 // addresses at the ends of the 64-bit range, frees of blocks another thread
 // allocated (that thread tracked them; the freeing one names them by
