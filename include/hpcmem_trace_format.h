@@ -35,7 +35,7 @@ extern "C" {
 
 #define HMT_FILE_MAGIC "HPCMEMTR"          /**< 8 bytes at offset 0 */
 #define HMT_VERSION_MAJOR 1                /**< readers reject other majors */
-#define HMT_VERSION_MINOR 3                /**< readers accept any minor (1: columnar EVENTS blocks, 2: with chained models, 3: streams compressed one by one) */
+#define HMT_VERSION_MINOR 4                /**< readers accept any minor (1: columnar EVENTS blocks, 2: with chained models, 3: streams compressed one by one, 4: events coded under models, codec HMT_CODEC_MODEL) */
 #define HMT_HEADER_SIZE 256
 #define HMT_BLOCK_MAGIC 0x42544d48u        /**< "HMTB" in file byte order */
 #define HMT_BLOCK_HEADER_SIZE 56
@@ -71,8 +71,10 @@ enum {
   HMT_BLOCK_MODULES = 2,  /**< the loaded objects (for symbolising after the run) */
   HMT_BLOCK_FLUSH = 3     /**< marker written by every flush of all buffers: reason and recorder counters */
 };
-/** Block payload codecs. */
-enum { HMT_CODEC_NONE = 0, HMT_CODEC_ZSTD = 1, HMT_CODEC_ZLIB = 2 };
+/** Block payload codecs.  HMT_CODEC_MODEL (format 1.4) is not a general
+ *  compressor: an EVENTS payload coded record by record under the models
+ *  of hpcmem_trace_model.h; other blocks never carry it. */
+enum { HMT_CODEC_NONE = 0, HMT_CODEC_ZSTD = 1, HMT_CODEC_ZLIB = 2, HMT_CODEC_MODEL = 3 };
 
 /** Why the buffers were flushed (first varint of a FLUSH block). */
 enum {
@@ -201,6 +203,7 @@ static inline uint8_t *hmt_put_varint(uint8_t *p, uint64_t v) {
 }
 /** Decode one varint; NULL when it runs past end or is longer than 10 bytes. */
 static inline const uint8_t *hmt_get_varint(const uint8_t *p, const uint8_t *end, uint64_t *v) {
+  if (p < end && *p < 0x80) { *v = *p; return p + 1; }  /* most are one byte: the loop costs 20 instructions */
   uint64_t x = 0;
   for (unsigned shift = 0; shift < 64; shift += 7) {
     if (p >= end) return NULL;
@@ -327,7 +330,7 @@ static inline int hmt_block_decode(const uint8_t *in, size_t len, hmt_block_t *b
   b->tid = hmt_ld32(in + 16); b->count = hmt_ld32(in + 20);
   b->base_time = hmt_ld64(in + 24); b->base_ptr = hmt_ld64(in + 32); b->base_stack = hmt_ld64(in + 40);
   b->payload_crc = hmt_ld32(in + 48);
-  if (b->codec > HMT_CODEC_ZLIB || b->stored_len > HMT_MAX_BLOCK || b->raw_len > HMT_MAX_BLOCK ||
+  if (b->codec > HMT_CODEC_MODEL || b->stored_len > HMT_MAX_BLOCK || b->raw_len > HMT_MAX_BLOCK ||
       (b->codec == HMT_CODEC_NONE && b->stored_len != b->raw_len))
     return HMT_E_RANGE;
   return HMT_OK;
@@ -1286,6 +1289,9 @@ static inline size_t hmt_split_c2_head(const hmt_split_t *sp, uint8_t *out) {
   for (int k = 0; k < HMT_COL_STREAMS; k++) o = hmt_put_varint(o, sp->raw[k]);
   return (size_t)(o - out);
 }
+
+/* Format 1.4: EVENTS blocks coded under models (HMT_CODEC_MODEL). */
+#include "hpcmem_trace_model.h"
 
 /* ------------------------------------------------------------------ */
 /* MODULES block payload: varint count, then per loaded object:           */

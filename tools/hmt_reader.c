@@ -37,6 +37,8 @@ typedef struct {
   int model_ok;            /* they follow the last block loaded (a chained block may come next) */
   uint64_t *ring;          /* its allocations' (address, size), by index modulo ring_cap */
   uint64_t ring_cap;
+  hmt_m4_model_t *m4;      /* format 1.4: the models of the thread's blocks */
+  int m4_ok;               /* they follow the last block loaded */
   const uint8_t *p, *end, *start;
   uint64_t block_off, block_records, block_count;
   hmt_state_t st;
@@ -220,8 +222,26 @@ static int inflate_to(hmt_reader_t *r, hmt_error_t *e, const blk_t *k, unsigned 
   return fail(r, e, HMT_E_RANGE, k->off, "unknown codec %u", codec);
 }
 
+/* Rows a format 1.4 payload may claim: a record costs at least two coded
+ * bits of probability 1 - 2^-11 (0.0014 bits) and its row at most 36 bytes,
+ * so 2^18 times the stored bytes (+ 64 KiB) bounds any honest block. */
+#define M4_MAX_RATIO (1u << 18)
+
 static int decompress(hmt_reader_t *r, const blk_t *k, uint8_t **raw, size_t *cap, hmt_error_t *e) {
   size_t rl = k->b.raw_len;
+  if (k->b.codec == HMT_CODEC_MODEL || (k->b.flags & HMT_BF_M4)) {
+    /* format 1.4: the payload is decoded record by record (m4_to_rows) */
+    if (k->b.type != HMT_BLOCK_EVENTS || k->b.codec != HMT_CODEC_MODEL || k->b.flags != (k->b.flags & (HMT_BF_M4 | HMT_BF_CHAIN)) ||
+        !(k->b.flags & HMT_BF_M4))
+      return fail(r, e, HMT_E_RANGE, k->off, "codec %u with flags 0x%x: not a format 1.4 EVENTS block", k->b.codec,
+                  k->b.flags);
+    if (rl > (uint64_t)k->b.stored_len * M4_MAX_RATIO + (1u << 16) || k->b.count > rl / 3)
+      return fail(r, e, HMT_E_RANGE, k->off, "block claims %u records in %zu bytes of rows from %u coded bytes",
+                  k->b.count, rl, k->b.stored_len);
+    if (grow_buf(raw, cap, (size_t)k->b.stored_len + 1)) return fail(r, e, -ENOMEM, k->off, "out of memory");
+    memcpy(*raw, r->stored, k->b.stored_len);
+    return 0;
+  }
   if (k->b.codec != HMT_CODEC_NONE && rl > (uint64_t)k->b.stored_len * MAX_RATIO + RATIO_SLACK)
     return fail(r, e, HMT_E_RANGE, k->off, "block claims %zu bytes from %u compressed bytes", rl, k->b.stored_len);
   if (grow_buf(raw, cap, rl + 1)) return fail(r, e, -ENOMEM, k->off, "out of memory");
@@ -471,6 +491,10 @@ void hmt_close(hmt_reader_t *r) {
   for (size_t i = 0; i < r->nstreams; i++) {
     free(r->streams[i].blocks); free(r->streams[i].raw); free(r->streams[i].rows); free(r->streams[i].allocs);
     free(r->streams[i].model); free(r->streams[i].saved); free(r->streams[i].ring);
+    if (r->streams[i].m4) {
+      free(r->streams[i].m4->sites); free(r->streams[i].m4->ent); free(r->streams[i].m4->map);
+      free(r->streams[i].m4);
+    }
   }
   free(r->freed);
   free(r->streams);
@@ -658,6 +682,74 @@ static int models_to_rows(hmt_reader_t *r, stream_t *s, const blk_t *k) {
   }
 }
 
+/* The arrays of a format 1.4 model, with room for what the block needs
+ * (chained: they go on); doubled as the records need them, so a damaged
+ * header cannot make the reader allocate more than the records do. */
+static int m4_room(hmt_m4_model_t *m, hmt_m4_room_t need, int keep) {
+  hmt_m4_room_t r = need;
+  r.sites = m->site_cap > r.sites ? m->site_cap : r.sites;
+  if (r.sites > m->site_cap && r.sites < 2 * m->site_cap) r.sites = 2 * m->site_cap;
+  if (r.sites > HMT_M4_SITES_MAX) r.sites = HMT_M4_SITES_MAX;
+  r.ents = m->ent_cap > r.ents ? m->ent_cap : r.ents;
+  if (r.ents > m->ent_cap && r.ents < 2 * m->ent_cap) r.ents = 2 * m->ent_cap;
+  if (r.ents > m->nmax + 1) r.ents = m->nmax + 1;
+  if (r.ents < m->ent_cap) r.ents = m->ent_cap;  /* never smaller: entries beyond a lower limit stay in use */
+  for (r.map_slots = 64; r.map_slots < 2ull * r.ents; r.map_slots *= 2) {}
+  r.smap_slots = 0;
+  hmt_m4_site_t *sites = m->sites;
+  hmt_m4_ent_t *ent = m->ent;
+  hmt_m4_mslot_t *map = m->map, *omap = m->map;
+  if (r.sites != m->site_cap || !sites) {
+    if (!(sites = realloc(m->sites, r.sites * sizeof *sites))) return -ENOMEM;
+    m->sites = sites;
+  }
+  if (r.ents != m->ent_cap || !ent) {
+    if (!(ent = realloc(m->ent, r.ents * sizeof *ent))) return -ENOMEM;
+    m->ent = ent;
+  }
+  if (!map || r.map_slots != m->map_mask + 1)
+    if (!(map = malloc(r.map_slots * sizeof *map))) return -ENOMEM;
+  m->map = omap;  /* hmt_m4_grow rebuilds the map when it changes */
+  hmt_m4_grow(m, r, sites, ent, map, NULL, keep);
+  if (omap != map) free(omap);
+  return 0;
+}
+
+/* A format 1.4 block: its models continue from the thread's previous
+ * block (HMT_BF_CHAIN), which must have been loaded, or start afresh. */
+static int m4_to_rows(hmt_reader_t *r, stream_t *s, const blk_t *k) {
+  int chained = (k->b.flags & HMT_BF_CHAIN) != 0;
+  if (chained && !s->m4_ok)
+    return fail(r, NULL, HMT_E_RECORD, k->off, "block continues the models of a block that was not read");
+  s->m4_ok = 0;
+  unsigned shift;
+  uint32_t nmax;
+  if (!hmt_m4_head(s->raw, k->b.stored_len, &shift, &nmax))
+    return fail(r, NULL, HMT_E_RECORD, k->off, "malformed head of a block of coded events");
+  if (!s->m4 && !(s->m4 = calloc(1, sizeof *s->m4))) return fail(r, NULL, -ENOMEM, k->off, "out of memory");
+  hmt_m4_model_t *m = s->m4;
+  if (!chained || nmax > m->nmax) m->nmax = nmax;  /* fewer: hmt_m4_dec_begin evicts the oldest */
+  if (m4_room(m, hmt_m4_need(m, chained, 0, m->nmax), chained) ||
+      grow_buf(&s->rows, &s->rows_cap, (size_t)k->b.raw_len + 1))
+    return fail(r, NULL, -ENOMEM, k->off, "out of memory");
+  hmt_state_t st = s->st;
+  hmt_m4_dec_t d;
+  int rc = hmt_m4_dec_begin(&d, s->raw, k->b.stored_len, &st, s->rows, k->b.raw_len, k->b.count, m, chained);
+  while (rc == HMT_OK && (rc = hmt_m4_dec_run(&d, m)) == HMT_E_RANGE) {
+    if (m4_room(m, hmt_m4_need(m, 1, 1, m->nmax), 1)) return fail(r, NULL, -ENOMEM, k->off, "out of memory");
+    rc = HMT_OK;
+  }
+  if (rc != HMT_OK) return fail(r, NULL, HMT_E_RECORD, k->off, "malformed block of coded events");
+  if ((size_t)(d.o - d.out) != k->b.raw_len)
+    return fail(r, NULL, HMT_E_RECORD, k->off, "coded events decode to %zu bytes of rows, the block header says %u",
+                (size_t)(d.o - d.out), k->b.raw_len);
+  s->st = st;
+  s->start = s->p = s->rows;
+  s->end = s->rows + k->b.raw_len;
+  s->m4_ok = 1;
+  return 0;
+}
+
 /* Load the stream's next block; 1 loaded, 0 none left, <0 error. */
 static int load_block(hmt_reader_t *r, stream_t *s) {
   while (s->next < s->nblocks) {
@@ -666,7 +758,7 @@ static int load_block(hmt_reader_t *r, stream_t *s) {
     int err = load_payload(r, k, NULL);
     if (!err) err = decompress(r, k, &s->raw, &s->raw_cap, NULL);
     if (err) {
-      s->model_ok = 0;
+      s->model_ok = s->m4_ok = 0;
       if (err != -ENOMEM && (r->flags & HMT_OPEN_SALVAGE)) {
         r->info.skipped_blocks++;
         r->info.skipped_bytes += HMT_BLOCK_HEADER_SIZE + k->b.stored_len;
@@ -677,19 +769,24 @@ static int load_block(hmt_reader_t *r, stream_t *s) {
     s->start = s->p = s->raw;
     s->end = s->raw + k->b.raw_len;
     s->st.time = k->b.base_time; s->st.ptr = k->b.base_ptr; s->st.stack = k->b.base_stack;
-    if (k->b.flags & HMT_BF_COLUMNS) {
+    if (k->b.codec == HMT_CODEC_MODEL) {
+      s->model_ok = 0;
+      err = m4_to_rows(r, s, k);
+    } else if (k->b.flags & HMT_BF_COLUMNS) {
+      s->m4_ok = 0;
       if (k->b.flags & HMT_BF_MODELS) err = models_to_rows(r, s, k);
       else { s->model_ok = 0; err = columns_to_rows(r, s, k); }
-      if (err) {
-        if (err != -ENOMEM && (r->flags & HMT_OPEN_SALVAGE)) {
-          r->info.skipped_blocks++;
-          r->info.skipped_bytes += HMT_BLOCK_HEADER_SIZE + k->b.stored_len;
-          continue;
-        }
-        return err;
-      }
+    } else {
+      s->model_ok = s->m4_ok = 0;  /* rows: the writer starts its models afresh after them */
     }
-    else s->model_ok = 0;  /* rows: the writer starts its models afresh after them */
+    if (err) {
+      if (err != -ENOMEM && (r->flags & HMT_OPEN_SALVAGE)) {
+        r->info.skipped_blocks++;
+        r->info.skipped_bytes += HMT_BLOCK_HEADER_SIZE + k->b.stored_len;
+        continue;
+      }
+      return err;
+    }
     s->block_off = k->off;
     s->block_records = 0;
     s->block_count = k->b.count;
@@ -815,7 +912,7 @@ int hmt_next(hmt_reader_t *r, hmt_event_t *ev) {
 int hmt_rewind(hmt_reader_t *r) {
   for (size_t i = 0; i < r->nstreams; i++) {
     stream_t *s = &r->streams[i];
-    s->next = 0; s->p = s->end = s->start = NULL; s->has_ev = 0; s->model_ok = 0;
+    s->next = 0; s->p = s->end = s->start = NULL; s->has_ev = 0; s->model_ok = s->m4_ok = 0;
   }
   free(r->heap);
   r->heap = NULL;

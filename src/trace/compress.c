@@ -1,8 +1,9 @@
 /* Block compression for the recorder: zstd or zlib, both given allocators
- * over prim/ memory, because this code runs inside malloc.  A few
- * compressors are shared by all threads (a thread takes a free one when its
- * buffer is full), which bounds the memory to a few contexts however many
- * threads record. */
+ * over prim/ memory, because this code runs inside malloc, or the events
+ * coded under models (format 1.4, include/hpcmem_trace_model.h: no
+ * library).  A few compressors are shared by all threads (a thread takes a
+ * free one when its buffer is full), which bounds the memory to a few
+ * contexts and output buffers however many threads record. */
 #include "config.h"
 #include "trace/trace.h"
 #include "prim/prim.h"
@@ -75,7 +76,7 @@ static int load_codec(int codec, char *why, size_t whylen) {
 
 int _hpcmem_codec_load(int codec, char *why, size_t whylen) {
   if (why && whylen) why[0] = 0;
-  if (codec == HMT_CODEC_NONE) return 0;
+  if (codec == HMT_CODEC_NONE || codec == HMT_CODEC_MODEL) return 0;
   if (codec < 0 || codec > 2) return -EINVAL;
   if (!D.tried[codec]) {
     char tmp[256];
@@ -150,7 +151,7 @@ static hmt_comp_t comps[HMT_NCOMP];
 
 int _hpcmem_codec_built(int codec) {
   switch (codec) {
-    case HMT_CODEC_NONE: return 1;
+    case HMT_CODEC_NONE: case HMT_CODEC_MODEL: return 1;
 #ifdef HAVE_ZSTD
     case HMT_CODEC_ZSTD: return 1;
 #endif
@@ -163,7 +164,7 @@ int _hpcmem_codec_built(int codec) {
 
 int _hpcmem_codec_available(int codec) {
   switch (codec) {
-    case HMT_CODEC_NONE: return 1;
+    case HMT_CODEC_NONE: case HMT_CODEC_MODEL: return 1;
 #ifdef HAVE_ZSTD
     case HMT_CODEC_ZSTD: return D.ok[codec];
 #endif
@@ -259,6 +260,17 @@ static size_t split_streams(hmt_comp_t *c, int codec, const uint8_t *col, size_t
   return h + (size_t)(o - tmp);
 }
 
+/* take a free shared compressor (may_wait: or wait for one) */
+static hmt_comp_t *comp_take(int may_wait) {
+  int tid = _hpcmem_trace_tid();
+  for (int i = 0; i < HMT_NCOMP; i++)
+    if (_hpcmem_tlock_try(&comps[i].lock, tid)) return &comps[i];
+  if (!may_wait) return NULL;
+  hmt_comp_t *c = &comps[(unsigned)tid % HMT_NCOMP];
+  _hpcmem_tlock(&c->lock, tid);
+  return c;
+}
+
 /* Compress src with a free shared compressor; the result stays in that
  * compressor's buffer, so the caller writes it and then releases with
  * _hpcmem_compress_done.  Returns the compressor (and *out, *out_len) or
@@ -272,16 +284,9 @@ void *_hpcmem_compress_events_begin(int codec, const void *src, size_t len, cons
                                     hmt_col_model_t *model, hmt_c2_livemap_t *live, int chained, int may_wait,
                                     const void **out, size_t *out_len, size_t *raw_len, int *columns) {
   if (columns) *columns = 0;
-  if (codec == HMT_CODEC_NONE || !_hpcmem_codec_available(codec) || len == 0) return NULL;
-  int tid = _hpcmem_trace_tid();
-  hmt_comp_t *c = NULL;
-  for (int i = 0; i < HMT_NCOMP && !c; i++)
-    if (_hpcmem_tlock_try(&comps[i].lock, tid)) c = &comps[i];
-  if (!c) {
-    if (!may_wait) return NULL;
-    c = &comps[(unsigned)tid % HMT_NCOMP];
-    _hpcmem_tlock(&c->lock, tid);
-  }
+  if (codec == HMT_CODEC_NONE || codec == HMT_CODEC_MODEL || !_hpcmem_codec_available(codec) || len == 0) return NULL;
+  hmt_comp_t *c = comp_take(may_wait);
+  if (!c) return NULL;
   size_t n = 0, rl = len;
   if (base && model && ensure(&c->pool, &c->pool_cap, hmt_col_pool_size(len)) == 0 &&
       ensure((void **)&c->col, &c->col_cap, len + 64) == 0) {
@@ -307,6 +312,23 @@ void *_hpcmem_compress_events_begin(int codec, const void *src, size_t len, cons
   }
   if (n == 0 || n >= len) { _hpcmem_tlock_release(&c->lock); return NULL; }
   *out = c->out; *out_len = n;
+  return c;
+}
+
+void *_hpcmem_compress_m4_begin(const void *src, size_t len, const hmt_state_t *base, unsigned shift,
+                                hmt_m4_model_t *model, int chained, int may_wait, const void **out, size_t *out_len,
+                                size_t *raw_len) {
+  if (!len) return NULL;
+  hmt_comp_t *c = comp_take(may_wait);
+  if (!c) return NULL;
+  /* a payload longer than the rows is not worth it: they go as they are */
+  hmt_state_t st = *base;
+  uint64_t rl = 0;
+  size_t n = 0;
+  if (ensure_out(c, len + 64) == 0)
+    n = hmt_m4_encode(src, len, &st, shift, c->out, len < c->out_cap ? len : c->out_cap, model, chained, &rl);
+  if (n == 0 || rl > UINT32_MAX) { _hpcmem_tlock_release(&c->lock); return NULL; }
+  *out = c->out; *out_len = n; *raw_len = (size_t)rl;
   return c;
 }
 

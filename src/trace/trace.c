@@ -39,6 +39,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -98,6 +99,12 @@ typedef struct hmt_tbuf {
   uint64_t rows_t0;           /* raw clock when the first of them was gathered */
   hmt_col_model_t *model;     /* the column models of this buffer's blocks (under `lock`) */
   hmt_c2_livemap_t live;      /* its live allocations: address -> allocation index */
+  hmt_m4_model_t *m4;         /* format 1.4: the models of this buffer's blocks (under `lock`) */
+  hmt_m4_enc_t m4e;           /* ... the block being coded into `rows` (m4_open), */
+  int m4_open, m4_chained;    /* which continues the models of the block before */
+  hmt_state_t m4_base;        /* the state it starts from */
+  uint32_t m4_nmax;           /* allocations the next chained block tracks */
+  unsigned m4_low;            /* blocks tracking HMT_M4_LOW since the last try of the full limit */
   int chain;                  /* the models continue those of the last block written */
   uint64_t *slots;            /* capture scratch (4 x frames): where each frame was found */
   hmt_scache_t *cache;        /* recent stacks of the owning thread */
@@ -269,8 +276,9 @@ void _hpcmem_trace_init(void) {
   if (!_hpcmem_job.jobid[0]) _hpcmem_job_init();
   G.codec = (int)_hpcmem_opt(TRACE_COMPRESS);
   G.codec = G.codec == HPCMEM_COMPRESS_ZSTD ? HMT_CODEC_ZSTD
-          : G.codec == HPCMEM_COMPRESS_ZLIB ? HMT_CODEC_ZLIB : HMT_CODEC_NONE;
-  static const char *const codec_name[] = {"none", "zstd", "zlib"};
+          : G.codec == HPCMEM_COMPRESS_ZLIB ? HMT_CODEC_ZLIB
+          : G.codec == HPCMEM_COMPRESS_MODEL ? HMT_CODEC_MODEL : HMT_CODEC_NONE;
+  static const char *const codec_name[] = {"none", "zstd", "zlib", "model"};
   char why[256];
   if (!_hpcmem_codec_built(G.codec)) {
     int alt = _hpcmem_codec_built(HMT_CODEC_ZSTD) ? HMT_CODEC_ZSTD
@@ -452,8 +460,98 @@ static int live_reserve(hmt_tbuf_t *b, uint64_t more) {
   return 0;
 }
 
+/* Format 1.4: the buffer's models, with room for a block of count records
+ * (hmt_m4_need; chained: they go on).  At most HPCMEM_TRACE_BUFFER / 16
+ * allocations are tracked (a power of two from 2^10 to 2^20: 65536 for the
+ * default 1 MiB), each 32 bytes plus 32 of address map at most half full --
+ * 4 MiB at the default, touched only as far as the live set reaches, as
+ * the live map of format 1.2.  Sites (distinct stacks): 104 bytes each and
+ * 8 of map, up to HMT_M4_SITES_MAX.  The arrays grow by doubling; all is
+ * counted in memory_bytes.  0, or -ENOMEM. */
+static uint32_t m4_nmax(void) {
+  uint32_t n = 1u << 10;
+  while (n < (1u << 20) && (size_t)n * 2 * 16 <= G.bufsize) n *= 2;
+  return n;
+}
+static int m4_reserve(hmt_tbuf_t *b, int chained, uint64_t count) {
+  if (!b->m4) {
+    if (!(b->m4 = _hpcmem_trace_alloc(sizeof *b->m4))) return -ENOMEM;
+    memset(b->m4, 0, sizeof *b->m4);
+    chained = 0;
+  }
+  hmt_m4_model_t *m = b->m4;
+  if (!chained) { m->nmax = b->m4_nmax = m4_nmax(); b->m4_low = 0; }
+  hmt_m4_room_t need = hmt_m4_need(m, chained, count, m->nmax), r = need;
+  int grow = 0;
+  if (r.sites > m->site_cap) {
+    r.sites = 2 * m->site_cap > r.sites ? 2 * m->site_cap : r.sites;
+    if (r.sites > HMT_M4_SITES_MAX) r.sites = HMT_M4_SITES_MAX;
+    grow = 1;
+  } else r.sites = m->site_cap;
+  if (r.ents > m->ent_cap) {
+    r.ents = 2 * m->ent_cap > r.ents ? 2 * m->ent_cap : r.ents;
+    if (r.ents > m->nmax + 1) r.ents = m->nmax + 1;
+    grow = 1;
+  } else r.ents = m->ent_cap;
+  for (r.map_slots = 64; r.map_slots < 2ull * r.ents; r.map_slots *= 2) {}
+  for (r.smap_slots = 64; r.smap_slots < 2ull * r.sites; r.smap_slots *= 2) {}
+  if (!grow && m->map && m->smap) return 0;
+  hmt_m4_site_t *sites = r.sites == m->site_cap && m->sites ? m->sites : _hpcmem_trace_alloc(r.sites * sizeof *sites);
+  hmt_m4_ent_t *ent = r.ents == m->ent_cap && m->ent ? m->ent : _hpcmem_trace_alloc(r.ents * sizeof *ent);
+  hmt_m4_mslot_t *map = m->map && r.map_slots == m->map_mask + 1 ? m->map : _hpcmem_trace_alloc(r.map_slots * sizeof *map);
+  uint32_t *smap = m->smap && r.smap_slots == m->smap_mask + 1 ? m->smap : _hpcmem_trace_alloc(r.smap_slots * sizeof *smap);
+  if (!sites || !ent || !map || !smap) {
+    if (sites != m->sites) _hpcmem_trace_free(sites);
+    if (ent != m->ent) _hpcmem_trace_free(ent);
+    if (map != m->map) _hpcmem_trace_free(map);
+    if (smap != m->smap) _hpcmem_trace_free(smap);
+    return -ENOMEM;
+  }
+  hmt_m4_site_t *os = m->sites;
+  hmt_m4_ent_t *oe = m->ent;
+  hmt_m4_mslot_t *om = m->map;
+  uint32_t *osm = m->smap;
+  hmt_m4_grow(m, r, sites, ent, map, smap, chained);
+  if (os != sites) _hpcmem_trace_free(os);
+  if (oe != ent) _hpcmem_trace_free(oe);
+  if (om != map) _hpcmem_trace_free(om);
+  if (osm != smap) _hpcmem_trace_free(osm);
+  return 0;
+}
+/* After the limit went down: the tracked allocations into arrays of the
+ * lower limit's size (in the caches, and memory given back).  Failing
+ * that, the large ones stay. */
+static void m4_shrink(hmt_tbuf_t *b, uint64_t more) {
+  hmt_m4_model_t *m = b->m4;
+  hmt_m4_room_t r = hmt_m4_need(m, 1, more, m->nmax);
+  if (r.ents < m->ntracked + 1 + more) r.ents = (uint32_t)(m->ntracked + 1 + more < m->nmax + 1 ? m->ntracked + 1 + more : m->nmax + 1);
+  for (r.map_slots = 64; r.map_slots < 2ull * r.ents; r.map_slots *= 2) {}
+  if (r.ents >= m->ent_cap) return;
+  hmt_m4_ent_t *ent = _hpcmem_trace_alloc(r.ents * sizeof *ent);
+  hmt_m4_mslot_t *map = _hpcmem_trace_alloc(r.map_slots * sizeof *map);
+  if (!ent || !map) { _hpcmem_trace_free(ent); _hpcmem_trace_free(map); return; }
+  hmt_m4_ent_t *oe = m->ent;
+  hmt_m4_mslot_t *om = m->map;
+  hmt_m4_compact(m, r, ent, map);
+  _hpcmem_trace_free(oe);
+  _hpcmem_trace_free(om);
+}
+
+static void m4_free(hmt_tbuf_t *b) {
+  if (!b->m4) return;
+  _hpcmem_trace_free(b->m4->sites);
+  _hpcmem_trace_free(b->m4->ent);
+  _hpcmem_trace_free(b->m4->map);
+  _hpcmem_trace_free(b->m4->smap);
+  _hpcmem_trace_free(b->m4);
+  b->m4 = NULL;
+}
+
+static int m4_close(hmt_tbuf_t *b, int may_wait);
+
 /* Write the gathered records as one block.  Holding b->lock. */
 static int write_rows(hmt_tbuf_t *b, int may_wait) {
+  if (b->m4_open) return m4_close(b, may_wait);
   size_t len = b->rows_len;
   if (!len) return 0;
   hmt_state_t base = b->rows_base;
@@ -469,14 +567,29 @@ static int write_rows(hmt_tbuf_t *b, int may_wait) {
   blk.base_time = base.time; blk.base_ptr = base.ptr; blk.base_stack = base.stack;
   const void *out = raw;
   size_t out_len = len, raw_len = len;
-  int columns = 0, models = G.codec != HMT_CODEC_NONE && live_reserve(b, count) == 0;
-  int chained = models && b->chain;
+  int columns = 0, chained = b->chain, models = 0;
   unsigned shift = HMT_TICK_SHIFT;
+  void *comp;
+  /* (the live map keeps its entries when the models go on) */
+  if (G.codec != HMT_CODEC_MODEL) models = G.codec != HMT_CODEC_NONE && live_reserve(b, count) == 0;
   b->chain = 0;  /* until this block is written with the models */
-  void *comp = _hpcmem_compress_events_begin(G.codec, raw, len, &base, shift, models ? b->model : NULL, &b->live,
-                                             chained, may_wait, &out, &out_len, &raw_len, &columns);
+  if (G.codec == HMT_CODEC_MODEL) {
+    /* format 1.4; failing that, rows (and the next block starts afresh) */
+    comp = m4_reserve(b, chained, count) == 0
+         ? _hpcmem_compress_m4_begin(raw, len, &base, shift, b->m4, chained, may_wait, &out, &out_len, &raw_len)
+         : NULL;
+    if (comp) {
+      columns = 4;
+      blk.flags = HMT_BF_M4 | (chained ? HMT_BF_CHAIN : 0);
+      blk.raw_len = (uint32_t)raw_len;
+    }
+  } else {
+    chained = models && chained;
+    comp = _hpcmem_compress_events_begin(G.codec, raw, len, &base, shift, models ? b->model : NULL, &b->live,
+                                         chained, may_wait, &out, &out_len, &raw_len, &columns);
+  }
   blk.codec = comp ? (uint8_t)G.codec : HMT_CODEC_NONE;
-  if (comp && columns) {
+  if (comp && columns && columns < 4) {
     blk.flags = HMT_BF_COLUMNS;
     if (columns >= 2) blk.flags |= HMT_BF_MODELS | (chained ? HMT_BF_CHAIN : 0);
     if (columns == 3) blk.flags |= HMT_BF_SPLIT;
@@ -494,11 +607,147 @@ static int write_rows(hmt_tbuf_t *b, int may_wait) {
   return 0;
 }
 
+/* How many allocations the next block tracks.  A thread whose live set is
+ * far beyond the limit evicts nearly every allocation it tracks before its
+ * free: the churn of a 400,000-element std::map evicted 65,000 of the
+ * 65,000 a block tracked (BWA-MEM at most 5%), and the map and list work
+ * for them, in cache misses, made the writer twice as slow as with 1,024
+ * tracked, for a file 6% smaller.  So a block that evicted more than half
+ * of what it tracked has the next ones track HMT_M4_LOW, and every
+ * HMT_M4_RETRY-th block tries the full limit again (the live set may have
+ * shrunk). */
+#define HMT_M4_LOW (1u << 10)
+#define HMT_M4_RETRY 32
+static void m4_next_limit(hmt_tbuf_t *b) {
+  hmt_m4_model_t *m = b->m4;
+  uint32_t full = m4_nmax();
+  if (b->m4_nmax >= full) {
+    if (m->evicted > m->tracked / 2 && full > HMT_M4_LOW) { b->m4_nmax = HMT_M4_LOW; b->m4_low = 0; }
+  } else if (++b->m4_low >= HMT_M4_RETRY) {
+    b->m4_nmax = full;
+  }
+  m->tracked = m->evicted = 0;
+}
+
+/* Format 1.4: the open block, closed and written.  Holding b->lock. */
+static int m4_close(hmt_tbuf_t *b, int may_wait) {
+  hmt_m4_enc_t *e = &b->m4e;
+  size_t n = hmt_m4_enc_end(e);
+  b->m4_open = 0;
+  b->rows_len = 0; b->rows_count = 0; b->rows_base = b->enc;
+  if (!n) {  /* cannot happen: m4_code_raw keeps room for the largest record */
+    STAT_ADD(write_errors, 1); STAT_ADD(dropped, e->count);
+    return -ENOSPC;
+  }
+  hmt_block_t blk;
+  memset(&blk, 0, sizeof blk);
+  blk.type = HMT_BLOCK_EVENTS;
+  blk.codec = HMT_CODEC_MODEL;
+  blk.flags = HMT_BF_M4 | (b->m4_chained ? HMT_BF_CHAIN : 0);
+  blk.stored_len = (uint32_t)n;
+  blk.raw_len = (uint32_t)e->rows_len;
+  blk.tid = (uint32_t)b->tid;
+  blk.count = (uint32_t)e->count;
+  blk.base_time = b->m4_base.time; blk.base_ptr = b->m4_base.ptr; blk.base_stack = b->m4_base.stack;
+  int err = _hpcmem_tfile_write_block(&blk, e->out, may_wait);
+  if (err) { STAT_ADD(write_errors, 1); return err; }  /* the next block starts the models afresh */
+  b->chain = 1;
+  m4_next_limit(b);
+  STAT_ADD(blocks, 1); STAT_ADD(raw_bytes, e->rows_len); STAT_ADD(stored_bytes, n);
+  if (t_writer) STAT_ADD(writer_blocks, 1);
+  return 0;
+}
+
+/* the raw entry at w: fetch its address's map slot; the next entry */
+static inline const uint64_t *m4_prefetch(const hmt_m4_model_t *m, const uint64_t *w) {
+  unsigned type = (unsigned)(w[0] >> RAW_KSHIFT) & HMT_TAG_TYPE;
+  if (type == HMT_REC_STACK) return w + 3 + (w[0] & RAW_TMASK);
+  __builtin_prefetch(&m->map[hmt_m4_h(w[1]) >> m->map_shift]);
+  if (type == HPCMEM_EV_FREE) return w + 2;
+  if (type == HPCMEM_EV_REALLOC) __builtin_prefetch(&m->map[hmt_m4_h(w[4]) >> m->map_shift]);
+  return w + (type == HPCMEM_EV_MALLOC || type == HPCMEM_EV_CALLOC ? 4 : 5);
+}
+
+/* Format 1.4: code the raw entries from *wp on into the open block (opened
+ * here), as they are taken -- no rows are made and read again (a quarter of
+ * the coder's instructions) -- and close it when it stands for
+ * HPCMEM_TRACE_BUFFER / 2 bytes of rows, or when the largest record might
+ * not fit in the payload's room (`rows`).  *wp: how far it got; 0, or
+ * -ENOMEM when the models cannot grow (the rest is the caller's, in rows).
+ * Holding b->lock. */
+static int m4_code_raw(hmt_tbuf_t *b, const uint64_t **wp, const uint64_t *end, int may_wait) {
+  const uint64_t *w = *wp;
+  int err = 0;
+  while (w < end) {
+    uint64_t more = (uint64_t)(end - w) / 2 + 1;  /* records at most */
+    if (!b->m4_open) {
+      /* a chained block tracks b->m4_nmax (the room is reserved for it;
+       * fewer than before: the oldest are evicted, then the rest moved to
+       * arrays of that size) */
+      int shrink = b->chain && b->m4 && b->m4_nmax < b->m4->nmax;
+      if (b->chain && b->m4) b->m4->nmax = b->m4_nmax;
+      if (m4_reserve(b, b->chain, more)) break;
+      b->m4_base = b->enc;
+      b->rows_t0 = clk_raw();
+      if (hmt_m4_enc_begin(&b->m4e, b->rows, b->rows_cap, &b->enc, HMT_TICK_SHIFT, b->m4, b->chain)) break;
+      if (shrink) m4_shrink(b, more);
+      b->m4_chained = b->chain;
+      b->chain = 0;  /* until the block is written */
+      b->m4_open = 1;
+    } else if (m4_reserve(b, 1, more)) {
+      err = m4_close(b, may_wait);
+      break;
+    }
+    hmt_m4_enc_t *e = &b->m4e;
+    int full = 0;
+    /* the map slots of the entries HMT_M4_AHEAD ahead are fetched while
+     * these are coded: a thread with a large live set has its map beyond
+     * the caches, and the probes were most of the writer's time */
+    const uint64_t *ahead = w;
+    for (int k = 0; k < HMT_M4_AHEAD && ahead < end; k++) ahead = m4_prefetch(b->m4, ahead);
+    while (w < end && !full) {
+      if (ahead < end) ahead = m4_prefetch(b->m4, ahead);
+      unsigned tag = (unsigned)(w[0] >> RAW_KSHIFT), type = tag & HMT_TAG_TYPE;
+      uint32_t nf = type == HMT_REC_STACK ? (uint32_t)(w[0] & RAW_TMASK) : 0;
+      /* a record codes to less than 4 bytes a field (a frame: 20 at most;
+       * the deepest stack fits in an empty block) */
+      if (e->count && hmt_m4_enc_size(e) + 256 + 20 * (size_t)nf > b->rows_cap) { full = 1; break; }
+      if (type == HMT_REC_STACK) {
+        if (hmt_m4_enc_stack(e, b->m4, w[1], w[2], w + 3, nf)) full = -1;
+        b->enc.stack = w[1] + nf - 1;
+        w += 3 + nf;
+      } else {
+        uint64_t t = clk_ns(w[0] & RAW_TMASK);
+        if (t < b->enc.time) t = b->enc.time;  /* an S event recorded inside a capture came first */
+        int sys = (tag & HMT_TAG_SYS) != 0, rc;
+        b->enc.time = t; b->enc.ptr = w[1];
+        if (type == HPCMEM_EV_FREE) {
+          rc = hmt_m4_enc_event(e, b->m4, type, sys, t, w[1], 0, 0, 0, 0);
+          w += 2;
+        } else {
+          uint64_t old = type == HPCMEM_EV_REALLOC ? w[4] : 0, align = type == HPCMEM_EV_MEMALIGN ? w[4] : 0;
+          rc = hmt_m4_enc_event(e, b->m4, type, sys, t, w[1], old, w[2], align, w[3]);
+          b->enc.stack = w[3];
+          w += type == HPCMEM_EV_MALLOC || type == HPCMEM_EV_CALLOC ? 4 : 5;
+        }
+        if (rc) full = -1;
+      }
+      if (e->rows_len >= G.bufsize / 2) full = 1;
+    }
+    b->rows_len = e->rows_len; b->rows_count = e->count;
+    if (full) err = m4_close(b, may_wait);
+  }
+  *wp = w;
+  return err;
+}
+
 /* Add raw entries [w, end) to the gathered records, and write them when
  * enough have gathered (or now: flush).  Holding b->lock. */
 static int write_raw(hmt_tbuf_t *b, const uint64_t *w, const uint64_t *end, int may_wait, int flush) {
   int err = 0;
+  if (w < end && G.codec == HMT_CODEC_MODEL && (b->m4_open || !b->rows_len)) err = m4_code_raw(b, &w, end, may_wait);
   if (w < end) {
+    if (b->m4_open) err = m4_close(b, may_wait);
     if (b->rows_len + (size_t)(end - w) * 8 / 3 * 4 + 64 > b->rows_cap) err = write_rows(b, may_wait);
     if (!b->rows_len) { b->rows_base = b->enc; b->rows_t0 = clk_raw(); }
     uint64_t count;
@@ -835,6 +1084,7 @@ static void after_fork_child(void) {
     b->lock.owner = 0;
     for (int i = 0; i < HMT_SEGS; i++) b->ready[i] = b->done[i] = 0;
     b->rows_len = 0; b->rows_count = 0;
+    b->m4_open = 0;  /* the parent writes its block */
     b->chain = 0;  /* a new file */
     b->tail = POS_SEG(b->pos);
     b->pos = POS(b->tail, 0);
@@ -861,6 +1111,7 @@ void _hpcmem_trace_shutdown(void) {
     hmt_tbuf_t *n = b->next;
     _hpcmem_trace_free(b->model);
     _hpcmem_trace_free(b->live.t);
+    m4_free(b);
     _hpcmem_trace_free(b);
     b = n;
   }

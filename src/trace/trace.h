@@ -7,7 +7,7 @@
  *   stack.c     call-stack capture (libunwind / glibc backtrace / frame
  *               pointers) and the stack intern table
  *   tfile.c     the trace file: creation, header, block writes, modules
- *   compress.c  zstd / zlib over prim memory
+ *   compress.c  zstd / zlib over prim memory, format 1.4's coder
  *   signal.c    flush on fatal signals, chaining to the previous handlers */
 #ifndef HPCMEM_TRACE_TRACE_H
 #define HPCMEM_TRACE_TRACE_H
@@ -129,6 +129,15 @@ void *_hpcmem_compress_begin(int codec, const void *src, size_t len, int may_wai
 void *_hpcmem_compress_events_begin(int codec, const void *src, size_t len, const hmt_state_t *base, unsigned shift,
                                     hmt_col_model_t *model, hmt_c2_livemap_t *live, int chained, int may_wait,
                                     const void **out, size_t *out_len, size_t *raw_len, int *columns);
+/* Format 1.4: the rows coded under the buffer's models (continued when
+ * chained, else started afresh with model->nmax tracked allocations; the
+ * caller sized its arrays for the block, hmt_m4_need).  *raw_len: the
+ * length of the rows the payload decodes to.  NULL when the payload would
+ * not be shorter than the rows, or none is free and may_wait == 0 (the
+ * models are then undefined: start afresh). */
+void *_hpcmem_compress_m4_begin(const void *src, size_t len, const hmt_state_t *base, unsigned shift,
+                                hmt_m4_model_t *model, int chained, int may_wait, const void **out, size_t *out_len,
+                                size_t *raw_len);
 void _hpcmem_compress_done(void *comp);
 size_t _hpcmem_compress_bound(int codec, size_t len);
 /* built in (headers at configure time) / loaded (dlopen succeeded) */

@@ -35,7 +35,7 @@
   X(TRACE_DIR, STRING, "", 0, 0, "", "trace directory (default hpcmem-trace-<jobid>)") \
   X(TRACE_DEPTH, INT, "64", 0, 1024, "", "deepest call stack recorded per event") \
   X(TRACE_BUFFER, SIZE, "1M", 64 * HPCMEM_KI, HPCMEM_GI, "", "per-thread trace buffer size") \
-  X(TRACE_COMPRESS, ENUM, "zstd", 0, 2, "zstd|zlib|none", "compression of trace blocks") \
+  X(TRACE_COMPRESS, ENUM, "model", 0, 3, "zstd|zlib|none|model", "compression of trace blocks (model: the events coded under models of their fields, format 1.4)") \
   X(TRACE_UNWIND, ENUM, "libunwind", 0, 2, "libunwind|backtrace|frame", "how trace stacks are captured: DWARF unwind tables (libunwind), glibc backtrace, or frame pointers (fastest; needs code built with -fno-omit-frame-pointer)") \
   X(TRACE_STACK_CACHE, BOOL, "1", 0, 1, "", "recognise a stack seen before by its return-address slots instead of unwinding it again (docs/trace-format.md)") \
   X(REPORT, ENUM, "auto", 0, 3, "off|summary|full|auto", "report at MPI_Finalize / exit; auto = summary for MPI ranks, off for a lone process") \
@@ -56,7 +56,7 @@ typedef enum { HPCMEM_OT_BOOL, HPCMEM_OT_INT, HPCMEM_OT_SIZE, HPCMEM_OT_ENUM,
 enum { HPCMEM_ON_ERROR_ABORT, HPCMEM_ON_ERROR_WARN, HPCMEM_ON_ERROR_IGNORE };
 enum { HPCMEM_LARGE_THP_AUTO, HPCMEM_LARGE_THP_ON, HPCMEM_LARGE_THP_OFF };
 enum { HPCMEM_REPORT_OFF, HPCMEM_REPORT_SUMMARY, HPCMEM_REPORT_FULL, HPCMEM_REPORT_AUTO };
-enum { HPCMEM_COMPRESS_ZSTD, HPCMEM_COMPRESS_ZLIB, HPCMEM_COMPRESS_NONE };
+enum { HPCMEM_COMPRESS_ZSTD, HPCMEM_COMPRESS_ZLIB, HPCMEM_COMPRESS_NONE, HPCMEM_COMPRESS_MODEL };
 
 typedef struct {
   const char *name;        /* without the HPCMEM_ prefix */

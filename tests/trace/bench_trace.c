@@ -70,9 +70,9 @@ __attribute__((noinline)) static void work(int d, int n) {
 }
 
 static void bench_events(const char *dir, int n, int depth, int method) {
-  const char *codecs[] = {"zstd", "zlib", "none"};
+  const char *codecs[] = {"model", "zstd", "zlib", "none"};
   printf("%-5s %8s %12s %12s %14s %10s\n", "codec", "events", "ns/event", "bytes/event", "raw bytes/event", "ratio");
-  for (int c = 0; c < 3; c++) {
+  for (int c = 0; c < 4; c++) {
     char d[512], v1[600], v2[64], v3[64];
     snprintf(d, sizeof d, "%s/%s", dir, codecs[c]);
     snprintf(v1, sizeof v1, "HPCMEM_TRACE_DIR=%s", d);
@@ -94,7 +94,7 @@ static void bench_events(const char *dir, int n, int depth, int method) {
     _hpcmem_trace_get_stats(&st);
     struct stat sb;
     stat(_hpcmem_trace_path(), &sb);
-    printf("%-5s %8llu %12.1f %12.2f %14.2f %10.1f\n", codecs[c], (unsigned long long)st.events,
+    printf("%-5s %8llu %12.1f %12.3f %14.2f %10.1f\n", codecs[c], (unsigned long long)st.events,
            (double)ns / st.events, (double)sb.st_size / st.events, (double)st.raw_bytes / st.events,
            (double)st.raw_bytes / st.stored_bytes);
     _hpcmem_trace_shutdown();

@@ -95,7 +95,7 @@ for cfg in hpcmem heaptrack; do
   set -- $(spread $cfg 3); sw="$1-$2"
   set -- $(spread $cfg 4); sc="$1-$2"
   size=$hsize; [ $cfg = heaptrack ] && size=$ksize
-  printf '%-10s %8.3f %8.3f %8.3f %8.2f %8.2f %8.2f %8.2f %8.2f %13s %13s %12d %11.2f\n' $cfg "$w" "$wm" "$wx" "$c" "$cm" "$cx" \
+  printf '%-10s %8.3f %8.3f %8.3f %8.2f %8.2f %8.2f %8.2f %8.2f %13s %13s %12d %11.3f\n' $cfg "$w" "$wm" "$wx" "$c" "$cm" "$cx" \
     "$(echo "$w / $pw" | bc -l)" "$(echo "$c / $pc" | bc -l)" "$sw" "$sc" "$size" "$(echo "$size / $events" | bc -l)"
 done
 echo "($events allocation events per run, $rounds rounds; preload $preload;$es${base:+; plain = the preload without tracing}; load average now $(cut -d' ' -f1-3 /proc/loadavg))"

@@ -240,7 +240,7 @@ TEST_P(TraceCodec, round_trip_is_exact) {
   rm_rf(dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(trace_event, TraceCodec, ::testing::Values("zstd", "zlib", "none"));
+INSTANTIATE_TEST_SUITE_P(trace_event, TraceCodec, ::testing::Values("zstd", "zlib", "none", "model"));
 
 // Every capture method finds the call site and its caller (this file is
 // built with frame pointers, so the frame-pointer walk sees them too).
@@ -536,13 +536,17 @@ void put_file(const std::string &path, const std::vector<uint8_t> &b) {
   out.write((const char *)b.data(), (std::streamsize)b.size());
 }
 
-// Format 1.2 (in the split blocks of 1.3): the models continue across a thread's blocks, frees name
-// allocations of earlier blocks, and every event still comes back exactly;
-// a damaged block takes the thread's later chained blocks with it in
-// salvage mode, and a cut file is read to its last whole block.
-TEST(trace_event, chained_models_round_trip_exactly) {
+// Format 1.2 (in the split blocks of 1.3, zstd) and format 1.4 (model):
+// the models continue across a thread's blocks, frees name allocations of
+// earlier blocks, and every event still comes back exactly; a damaged block
+// takes the thread's later chained blocks with it in salvage mode, and a
+// cut file is read to its last whole block.
+class TraceChained : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(TraceChained, chained_models_round_trip_exactly) {
   std::string dir = make_tmpdir();
-  start_trace(dir, {"HPCMEM_TRACE_BUFFER=64K"});
+  const bool m4 = std::string(GetParam()) == "model";
+  start_trace(dir, {"HPCMEM_TRACE_BUFFER=64K", std::string("HPCMEM_TRACE_COMPRESS=") + GetParam()});
   auto want = record_allocator_like(60000, FAKE + 0x1000, 5);
   // another thread, whose buffer is then reused by a third one
   std::vector<Expected> t2, t3;
@@ -566,14 +570,19 @@ TEST(trace_event, chained_models_round_trip_exactly) {
   for (size_t i = 0; i < wants.size(); i++) { SCOPED_TRACE("thread " + std::to_string(i)); expect_same(wants[i], gots[i]); }
   auto f = file_bytes(path);
   auto blocks = event_blocks(f);
-  size_t chained = 0, models = 0, split = 0;
+  size_t chained = 0, models = 0, split = 0, coded = 0;
   for (auto &b : blocks) {
     models += (b.second.flags & HMT_BF_MODELS) != 0;
     chained += (b.second.flags & HMT_BF_CHAIN) != 0;
     split += (b.second.flags & HMT_BF_SPLIT) != 0;
+    coded += b.second.codec == HMT_CODEC_MODEL && (b.second.flags & ~HMT_BF_CHAIN) == HMT_BF_M4;
   }
-  EXPECT_EQ(models, blocks.size()) << "every compressed block has the models";
-  EXPECT_EQ(split, blocks.size()) << "format 1.3: every compressed block's streams compressed one by one";
+  if (m4) {
+    EXPECT_EQ(coded, blocks.size()) << "format 1.4: every block coded under the models";
+  } else {
+    EXPECT_EQ(models, blocks.size()) << "every compressed block has the models";
+    EXPECT_EQ(split, blocks.size()) << "format 1.3: every compressed block's streams compressed one by one";
+  }
   EXPECT_GE(chained, 3u);
   EXPECT_LE(chained, blocks.size() - 3) << "each thread's first block starts afresh";
   EXPECT_EQ(hmt_ld16(&f[10]), HMT_VERSION_MINOR);
@@ -604,6 +613,109 @@ TEST(trace_event, chained_models_round_trip_exactly) {
   EXPECT_TRUE(c.info.truncated);
   EXPECT_LT(c.events.size(), rb.events.size());
   EXPECT_GE(c.events.size(), rb.events.size() - blocks.back().second.count);
+  rm_rf(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(trace_event, TraceChained, ::testing::Values("zstd", "model"));
+
+// Format 1.4 on a thread whose live set is far beyond the tracked limit
+// (4,096 for a 64K buffer): its blocks switch to tracking 1,024 (the
+// tracked allocations moved to small arrays), try the full limit again
+// later, stay chained throughout, and every event comes back exactly.
+TEST(trace_event, model_lowers_the_tracked_limit_of_a_thrashing_thread) {
+  std::string dir = make_tmpdir();
+  start_trace(dir, {"HPCMEM_TRACE_BUFFER=64K", "HPCMEM_TRACE_COMPRESS=model"});
+  std::vector<Expected> want;
+  for (int round = 0; round < 12; round++) {
+    for (int i = 0; i < 20000; i++) {
+      uint64_t p = FAKE + 0x1000000 + 64 * (uint64_t)i;
+      sites[i % 2](HPCMEM_EV_MALLOC, p, 48, 0, 0);
+      want.push_back({HPCMEM_EV_MALLOC, 0, p, 0, 48, 0, i % 2});
+    }
+    for (int i = 20000; i-- > 0;) {
+      uint64_t p = FAKE + 0x1000000 + 64 * (uint64_t)((i * 7919) % 20000);  // not the order they came in
+      _hpcmem_trace_event(HPCMEM_EV_FREE, fp(p - FAKE), 0, nullptr, 0);
+      want.push_back({HPCMEM_EV_FREE, 0, p, 0, 0, 0, -1});
+    }
+  }
+  _hpcmem_trace_shutdown();
+  std::string path = only_file(dir);
+  ReadBack rb = read_back(path);
+  ASSERT_EQ(rb.rc, 0) << rb.error;
+  expect_same(want, rb.events);
+  auto f = file_bytes(path);
+  size_t low = 0, full = 0, unchained = 0;
+  for (auto &b : event_blocks(f)) {
+    unsigned shift;
+    uint32_t nmax;
+    ASSERT_GT(hmt_m4_head(&f[b.first + HMT_BLOCK_HEADER_SIZE], b.second.stored_len, &shift, &nmax), 0u);
+    low += nmax == 1024;
+    full += nmax == 4096;
+    unchained += !(b.second.flags & HMT_BF_CHAIN);
+  }
+  EXPECT_GT(low, 20u) << "blocks of the thrashing thread track 1,024";
+  EXPECT_GE(full, 3u) << "the first blocks, and a try every 32nd block";
+  EXPECT_LE(unchained, 2u) << "the limit changes within the chain";
+  rm_rf(dir);
+}
+
+// Format 1.4 keeps exactly what its models cannot predict: sizes and
+// addresses at the ends of the 64-bit range, frees of blocks another thread
+// allocated (that thread tracked them; the freeing one names them by
+// address), a thread's frees of blocks the first thread frees too, reallocs
+// to and from null, memalign, and the same address given out again after
+// another thread freed it.
+TEST(trace_event, model_keeps_extreme_values_and_cross_thread_frees) {
+  std::string dir = make_tmpdir();
+  start_trace(dir, {"HPCMEM_TRACE_BUFFER=64K", "HPCMEM_TRACE_COMPRESS=model"});
+  const uint64_t top = ~0ull - 0xfff, huge = 1ull << 62;
+  std::vector<Expected> a, b;
+  auto ev = [](std::vector<Expected> &v, unsigned type, uint64_t p, uint64_t size, uint64_t old, uint64_t align) {
+    sites[v.size() % 4](type, p, size, old, align);
+    v.push_back({type, 0, p, old, size, align, (int)(v.size() % 4)});
+  };
+  for (int round = 0; round < 300; round++) {
+    uint64_t x = FAKE + 0x100000 + 0x1000 * (uint64_t)round;
+    ev(a, HPCMEM_EV_MALLOC, x, 24, 0, 0);
+    ev(a, HPCMEM_EV_MALLOC, top - 16 * (uint64_t)round, ~0ull - (uint64_t)round, 0, 0);
+    ev(a, HPCMEM_EV_MEMALIGN, x + 0x800, huge + (uint64_t)round, 0, 1ull << 40);
+    ev(a, HPCMEM_EV_REALLOC, x + 0x900, 0, 0, 0);          /* realloc(NULL, 0) */
+    ev(a, HPCMEM_EV_REALLOC, 0, 0, x + 0x900, 0);          /* realloc(p, 0): freed */
+    ev(a, HPCMEM_EV_CALLOC, 16 + 16 * (uint64_t)round, 0, 0, 0);  /* low addresses */
+    ev(a, HPCMEM_EV_FREE, top - 16 * (uint64_t)round, 0, 0, 0);
+  }
+  // the other thread frees the first thread's blocks x, and allocates at
+  // their addresses again, which the first thread then frees
+  std::thread([&] {
+    for (int round = 0; round < 300; round++) {
+      uint64_t x = FAKE + 0x100000 + 0x1000 * (uint64_t)round;
+      ev(b, HPCMEM_EV_FREE, x, 0, 0, 0);
+      ev(b, HPCMEM_EV_MALLOC, x, 40, 0, 0);
+    }
+    _hpcmem_trace_thread_exit();
+  }).join();
+  for (int round = 0; round < 300; round++) ev(a, HPCMEM_EV_FREE, FAKE + 0x100000 + 0x1000 * (uint64_t)round, 0, 0, 0);
+  _hpcmem_trace_shutdown();
+  hmt_reader_t *r;
+  hmt_error_t err;
+  ASSERT_EQ(hmt_open(only_file(dir).c_str(), 0, &r, &err), 0) << err.message;
+  std::map<uint32_t, std::vector<hmt_event_t>> by_tid;
+  hmt_event_t e;
+  int k;
+  std::set<uint64_t> mine;
+  for (auto *v : {&a, &b})
+    for (auto &x : *v) { mine.insert(x.ptr); mine.insert(x.old_ptr); }
+  mine.erase(0);
+  while ((k = hmt_next(r, &e)) == 1)
+    if (mine.count(e.ptr) || mine.count(e.old_ptr)) by_tid[e.tid].push_back(e);
+  ASSERT_EQ(k, 0) << hmt_error(r)->message;
+  hmt_close(r);
+  ASSERT_EQ(by_tid.size(), 2u);
+  std::vector<std::vector<hmt_event_t>> got;
+  for (auto &t : by_tid) got.push_back(t.second);
+  if (got[0].size() != a.size()) std::swap(got[0], got[1]);
+  { SCOPED_TRACE("first thread"); expect_same(a, got[0]); }
+  { SCOPED_TRACE("second thread"); expect_same(b, got[1]); }
   rm_rf(dir);
 }
 

@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <unistd.h>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -45,10 +46,10 @@ bytes header_bytes(const hmt_header_t &h) {
 }
 
 void append_block(bytes &f, uint8_t type, uint8_t codec, const bytes &payload, uint32_t tid = 0,
-                  uint32_t count = 0, uint64_t base_time = 0, uint32_t raw_len = UINT32_MAX) {
+                  uint32_t count = 0, uint64_t base_time = 0, uint32_t raw_len = UINT32_MAX, uint16_t flags = 0) {
   hmt_block_t blk;
   memset(&blk, 0, sizeof blk);
-  blk.type = type; blk.codec = codec;
+  blk.type = type; blk.codec = codec; blk.flags = flags;
   blk.stored_len = (uint32_t)payload.size();
   blk.raw_len = raw_len == UINT32_MAX ? (uint32_t)payload.size() : raw_len;
   blk.tid = tid; blk.count = count; blk.base_time = base_time;
@@ -123,6 +124,118 @@ bytes valid_file() {
   append_block(f, HMT_BLOCK_EVENTS, HMT_CODEC_NONE, b, 12, n, 200);
   append_block(f, HMT_BLOCK_FLUSH, HMT_CODEC_NONE, flush_payload(HMT_FLUSH_EXIT));
   return f;
+}
+
+// ---- format 1.4: rows coded under the models, as the recorder would ------
+
+// A model with its arrays (hmt_m4_grow moves it into larger ones).
+struct M4 {
+  hmt_m4_model_t m;
+  std::vector<hmt_m4_site_t> sites;
+  std::vector<hmt_m4_ent_t> ent;
+  std::vector<hmt_m4_mslot_t> map;
+  std::vector<uint32_t> smap;
+  explicit M4(uint32_t nmax) { memset(&m, 0, sizeof m); m.nmax = nmax; }
+  void room(int chained, uint64_t count) {
+    hmt_m4_room_t r = hmt_m4_need(&m, chained, count, m.nmax);
+    if (r.ents < m.ent_cap) r.ents = m.ent_cap;
+    for (r.map_slots = 64; r.map_slots < 2ull * r.ents; r.map_slots *= 2) {}
+    std::vector<hmt_m4_site_t> s2(r.sites);
+    std::vector<hmt_m4_ent_t> e2(r.ents);
+    std::vector<hmt_m4_mslot_t> m2(r.map_slots);
+    std::vector<uint32_t> sm2(r.smap_slots);
+    hmt_m4_grow(&m, r, s2.data(), e2.data(), m2.data(), sm2.data(), chained);
+    sites.swap(s2); ent.swap(e2); map.swap(m2); smap.swap(sm2);
+  }
+};
+
+// An EVENTS block of format 1.4 coding these rows (count records, from
+// base_time; tid's models chained or not).
+void append_model_block(bytes &f, M4 &m, const bytes &rows, uint32_t count, uint32_t tid, uint64_t base_time,
+                        int chained) {
+  m.room(chained, count);
+  bytes out(rows.size() + 64);
+  hmt_state_t st = {base_time, 0, 0};
+  uint64_t rl = 0;
+  size_t n = hmt_m4_encode(rows.data(), rows.size(), &st, 16, out.data(), out.size(), &m.m, chained, &rl);
+  ASSERT_GT(n, 0u);
+  out.resize(n);
+  append_block(f, HMT_BLOCK_EVENTS, HMT_CODEC_MODEL, out, tid, count, base_time, (uint32_t)rl,
+               (uint16_t)(HMT_BF_M4 | (chained ? HMT_BF_CHAIN : 0)));
+}
+
+// The events of the format 1.4 file: thread 11 allocates from two sites
+// (sizes repeated, stepping, huge), frees last-in-first-out and
+// first-in-first-out, reallocs, memaligns, over three chained blocks (the
+// third tracking fewer allocations than the others); thread 12 frees some
+// of thread 11's blocks and reallocs to and from null.  The first block
+// has STACK records and an EXT record.
+std::vector<std::vector<Ev>> model_events() {
+  std::vector<std::vector<Ev>> blocks(4);
+  uint64_t t = 1000;
+  std::vector<uint64_t> fifo;
+  for (int b = 0; b < 3; b++)
+    for (int i = 0; i < 200; i++) {
+      t += 30000;
+      uint64_t p = 0x7f0000000000ull + 0x100 * (uint64_t)(b * 200 + i);
+      blocks[b].push_back({HPCMEM_EV_MALLOC, t, p, 0, 24 + (uint64_t)(i % 3) * 8, 0, 3});
+      blocks[b].push_back({HPCMEM_EV_MALLOC, t + 1, p + 0x80, 0, 100 + (uint64_t)i, 0, 7});
+      fifo.push_back(p + 0x80);
+      blocks[b].push_back({HPCMEM_EV_FREE, t + 2, p, 0, 0, 0, 0});
+      if (i % 10 == 9) {
+        blocks[b].push_back({HPCMEM_EV_FREE, t + 3, fifo.front(), 0, 0, 0, 0});
+        fifo.erase(fifo.begin());
+        blocks[b].push_back({HPCMEM_EV_REALLOC, t + 4, p + 0x40, fifo.front(), 4000, 0, 7});
+        fifo.erase(fifo.begin());
+        blocks[b].push_back({HPCMEM_EV_MEMALIGN, t + 5, ~0ull - 0xfff - (uint64_t)i * 0x1000, 0, 1ull << 62, 1ull << 21, 3});
+      }
+    }
+  for (int i = 0; i < 50; i++) {
+    blocks[3].push_back({HPCMEM_EV_FREE, 2000 + 10 * (uint64_t)i, fifo[(size_t)i], 0, 0, 0, 0});
+    blocks[3].push_back({HPCMEM_EV_REALLOC, 2001 + 10 * (uint64_t)i, 0x5000 + 16 * (uint64_t)i, 0, 0, 0, 7});
+    blocks[3].push_back({HPCMEM_EV_REALLOC, 2002 + 10 * (uint64_t)i, 0, 0x5000 + 16 * (uint64_t)i, 0, 0, 7});
+  }
+  return blocks;
+}
+
+bytes model_file(std::vector<size_t> *offsets = nullptr) {
+  bytes f = header_bytes(default_header());
+  append_block(f, HMT_BLOCK_MODULES, HMT_CODEC_NONE, modules_payload());
+  auto ev = model_events();
+  std::map<uint64_t, std::vector<uint64_t>> stacks = {{3, {0x401000, 0x402000, 0x403000}}, {7, {0x401200, 0x402000}}};
+  M4 a(256), b(256);
+  uint64_t base = 1000;
+  for (int k = 0; k < 3; k++) {
+    uint32_t n;
+    bytes rows = events_payload(ev[(size_t)k], base, &n, k == 0 ? stacks : std::map<uint64_t, std::vector<uint64_t>>{});
+    if (k == 0) {  // an extension record first
+      bytes x = {HMT_REC_EXT, 9, 4, 'h', 'm', 't', '4'};
+      rows.insert(rows.begin(), x.begin(), x.end());
+      n++;
+    }
+    if (k == 2) a.m.nmax = 16;  // fewer tracked: the oldest go, on both sides
+    if (offsets) offsets->push_back(f.size());
+    append_model_block(f, a, rows, n, 11, base, k > 0);
+    base = ev[(size_t)k].back().t;
+  }
+  uint32_t n;
+  bytes rows = events_payload(ev[3], 1000, &n);
+  if (offsets) offsets->push_back(f.size());
+  append_model_block(f, b, rows, n, 12, 1000, 0);
+  append_block(f, HMT_BLOCK_FLUSH, HMT_CODEC_NONE, flush_payload(HMT_FLUSH_EXIT));
+  return f;
+}
+
+// A file with one block changed, its checksums recomputed.
+bytes with_block(bytes f, size_t off, const std::function<void(bytes &payload, hmt_block_t &b)> &change) {
+  hmt_block_t b;
+  EXPECT_EQ(hmt_block_decode(&f[off], f.size() - off, &b), HMT_OK);
+  bytes p(f.begin() + (long)(off + HMT_BLOCK_HEADER_SIZE), f.begin() + (long)(off + HMT_BLOCK_HEADER_SIZE + b.stored_len));
+  change(p, b);
+  bytes out(f.begin(), f.begin() + (long)off);
+  append_block(out, b.type, b.codec, p, b.tid, b.count, b.base_time, b.raw_len, b.flags);
+  out.insert(out.end(), f.begin() + (long)(off + HMT_BLOCK_HEADER_SIZE + hmt_ld32(&f[off + 8])), f.end());
+  return out;
 }
 
 std::string tmpdir() {
@@ -267,6 +380,33 @@ std::map<std::string, bytes> crafted() {
     append_block(f, HMT_BLOCK_EVENTS, HMT_CODEC_NONE, p, 1, n + 1, 0);
   }
   c["ok-extension-record"] = f;
+  // format 1.4
+  std::vector<size_t> mo;
+  bytes m4 = model_file(&mo);
+  c["ok-model"] = m4;
+  c["trunc-model-mid-block"] = bytes(m4.begin(), m4.begin() + (long)(mo[3] + HMT_BLOCK_HEADER_SIZE + 9));
+  {  // the second block of thread 11 without the first
+    bytes x(m4.begin(), m4.begin() + (long)mo[0]);
+    x.insert(x.end(), m4.begin() + (long)mo[1], m4.end());
+    c["err-model-chain-without-predecessor"] = x;
+  }
+  c["err-model-raw-len-off"] = with_block(m4, mo[0], [](bytes &, hmt_block_t &b) { b.raw_len++; });
+  c["err-model-count-off"] = with_block(m4, mo[0], [](bytes &, hmt_block_t &b) { b.count++; });
+  c["err-model-head"] = with_block(m4, mo[0], [](bytes &p, hmt_block_t &) { p[0] = HMT_COL2_MARK; });
+  c["err-model-without-flag"] = with_block(m4, mo[0], [](bytes &, hmt_block_t &b) { b.flags = 0; });
+  c["err-model-claims-a-huge-block"] =
+      with_block(m4, mo[0], [](bytes &p, hmt_block_t &b) { b.raw_len = (uint32_t)p.size() * (1u << 18) + (1u << 16) + 1; });
+  {  // a coded byte changed (checksums right): the first change the decoder notices
+    bytes x;
+    for (size_t i = 12; i < 64; i++) {
+      x = with_block(m4, mo[0], [i](bytes &p, hmt_block_t &) { p[i] ^= 0x10; });
+      if (read_all(write_file("probe.hmt", x)).next_rc < 0) break;
+    }
+    c["err-model-flipped"] = x;
+  }
+  f = header_bytes(default_header());
+  append_block(f, HMT_BLOCK_MODULES, HMT_CODEC_MODEL, modules_payload());
+  c["err-model-codec-on-modules"] = f;
   return c;
 }
 
@@ -294,6 +434,39 @@ TEST(hmt_open, valid_hand_made_file_reads_exactly) {
   EXPECT_EQ(r.info.flush.reason, (uint64_t)HMT_FLUSH_EXIT);
   EXPECT_EQ(r.info.flush.events, 3u);
   EXPECT_EQ(r.info.flush.dropped, 0u) << "fields a writer did not write read as 0";
+}
+
+// Format 1.4: every event back exactly (time to the tick of 2^16 ns),
+// threads merged, stacks resolved, the extension record skipped.
+TEST(hmt_open, model_blocks_read_exactly) {
+  Result r = read_all(write_file("model.hmt", model_file()));
+  ASSERT_EQ(r.open_rc, 0) << r.message;
+  ASSERT_EQ(r.next_rc, 0) << r.message;
+  auto ev = model_events();
+  std::map<uint32_t, std::vector<hmt_event_t>> by_tid;
+  for (auto &e : r.events) by_tid[e.tid].push_back(e);
+  ASSERT_EQ(by_tid.size(), 2u);
+  std::vector<Ev> a = ev[0];
+  a.insert(a.end(), ev[1].begin(), ev[1].end());
+  a.insert(a.end(), ev[2].begin(), ev[2].end());
+  for (auto [tid, want] : std::vector<std::pair<uint32_t, std::vector<Ev>>>{{11, a}, {12, ev[3]}}) {
+    SCOPED_TRACE("tid " + std::to_string(tid));
+    auto &got = by_tid[tid];
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); i++) {
+      SCOPED_TRACE("event " + std::to_string(i));
+      EXPECT_EQ(got[i].type, want[i].type);
+      EXPECT_EQ(got[i].ptr, want[i].ptr);
+      EXPECT_EQ(got[i].old_ptr, want[i].old);
+      EXPECT_EQ(got[i].time, want[i].t >> 16 << 16);
+      if (want[i].type != HPCMEM_EV_FREE) {
+        EXPECT_EQ(got[i].size, want[i].size);
+        EXPECT_EQ(got[i].align, want[i].align);
+        EXPECT_EQ(got[i].stack, want[i].stack);
+      }
+    }
+  }
+  EXPECT_EQ(r.info.event_blocks, 4u);
 }
 
 TEST(hmt_open, header_and_modules_are_decoded) {
@@ -337,8 +510,9 @@ TEST(hmt_open, missing_file_names_it) {
 
 TEST(hmt_open, each_damage_is_an_error_naming_file_and_offset) {
   struct Want { const char *name; uint64_t offset; const char *text; };
-  const uint64_t last_events = 0;  // filled below
-  (void)last_events;
+  std::vector<size_t> mo;
+  model_file(&mo);
+  const uint64_t mb = mo[0];  // the first format 1.4 block
   std::vector<Want> wants = {
       {"err-empty", 0, "file header truncated (0 of 256 bytes)"},
       {"err-short-header", 100, "file header truncated (100 of 256 bytes)"},
@@ -358,6 +532,14 @@ TEST(hmt_open, each_damage_is_an_error_naming_file_and_offset) {
       {"err-zlib-garbage", 256, "zlib payload does not decompress"},
       {"err-modules-short", 256, "MODULES block: malformed entry 0"},
       {"err-flush-malformed", 256, "FLUSH block: malformed"},
+      {"err-model-chain-without-predecessor", mb, "continues the models of a block that was not read"},
+      {"err-model-raw-len-off", mb, "the block header says"},
+      {"err-model-count-off", mb, "malformed block of coded events"},
+      {"err-model-head", mb, "malformed head of a block of coded events"},
+      {"err-model-without-flag", mb, "not a format 1.4 EVENTS block"},
+      {"err-model-claims-a-huge-block", mb, "block claims"},
+      {"err-model-flipped", mb, "malformed block of coded events"},
+      {"err-model-codec-on-modules", 256, "not a format 1.4 EVENTS block"},
   };
   auto all = crafted();
   for (auto &w : wants) {
@@ -468,6 +650,58 @@ TEST(hmt_open, any_flipped_bit_is_caught) {
       }
     }
   }
+}
+
+// The same for a file of format 1.4 blocks: cut anywhere, it reads its
+// complete blocks; a flipped bit is caught by the checksums, and salvage
+// reads around it (a thread's chained blocks after a damaged one go with it).
+TEST(hmt_open, model_file_cut_or_flipped_anywhere) {
+  std::vector<size_t> mo;
+  bytes good = model_file(&mo);
+  Result full = read_all(write_file("m-full.hmt", good));
+  ASSERT_EQ(full.next_rc, 0) << full.message;
+  for (size_t cut = HMT_HEADER_SIZE; cut <= good.size(); cut += 7) {
+    SCOPED_TRACE("cut at " + std::to_string(cut));
+    Result r = read_all(write_file("m-cut.hmt", bytes(good.begin(), good.begin() + (long)cut)));
+    ASSERT_EQ(r.open_rc, 0) << r.message;
+    ASSERT_EQ(r.next_rc, 0) << r.message;
+    EXPECT_LE(r.events.size(), full.events.size());
+  }
+  for (size_t i = HMT_HEADER_SIZE; i < good.size(); i += 3) {
+    SCOPED_TRACE("byte " + std::to_string(i));
+    bytes x = good;
+    x[i] ^= 0x08;
+    std::string path = write_file("m-flip.hmt", x);
+    Result r = read_all(path);
+    ASSERT_TRUE(r.open_rc < 0 || r.next_rc < 0) << "damage not detected";
+    Result sv = read_all(path, HMT_OPEN_SALVAGE);
+    EXPECT_EQ(sv.next_rc, 0) << sv.message;
+    EXPECT_LT(sv.events.size(), full.events.size() + 1);
+  }
+}
+
+// Coded bytes changed under recomputed checksums (what the fuzzer does):
+// the decoder never crashes, and nearly always notices -- the range coder
+// must use up the payload exactly and the rows must come to raw_len.
+TEST(hmt_open, model_payload_damaged_under_good_checksums) {
+  std::vector<size_t> mo;
+  bytes good = model_file(&mo);
+  size_t tried = 0, caught = 0;
+  for (size_t k = 0; k < mo.size(); k++) {
+    size_t from = mo[k] + HMT_BLOCK_HEADER_SIZE, len = hmt_ld32(&good[mo[k] + 8]);
+    for (size_t i = from; i < from + len; i++) {
+      bytes x = good;
+      x[i] ^= (uint8_t)(1u << (i % 8));
+      hmt_fuzz_fix_checksums(x.data(), x.size());
+      Result r = read_all(write_file("m-damage.hmt", x));
+      tried++;
+      caught += r.open_rc < 0 || r.next_rc < 0;
+      Result sv = read_all(write_file("m-damage.hmt", x), HMT_OPEN_SALVAGE);
+      EXPECT_EQ(sv.next_rc, 0) << sv.message;
+    }
+  }
+  EXPECT_GE(caught * 100, tried * 95) << caught << " of " << tried << " caught";
+  RecordProperty("caught", std::to_string(caught) + " of " + std::to_string(tried));
 }
 
 TEST(hmt_open, salvage_resynchronises_after_a_damaged_block_header) {
