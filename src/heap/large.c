@@ -28,6 +28,12 @@
 #define RING 1024                       /* recent frees kept to tell a double free */
 #define HASH_MIN 256                    /* slots of the smallest table */
 #define DECAY_BATCH 32
+#define SWEEP_RUNS 128                  /* runs of pages given back by one sweep batch */
+#define SWEEP_VISITS 1024               /* decay-list entries one sweep pass looks at */
+/* End placement looks at this many free blocks, from the best fit up, and at
+ * most this many believed-resident first pages in each (docs/large-tier.md) */
+#define LAND_CANDIDATES 8
+#define LAND_HEADS 64
 #define THP_SIZE ((size_t)2 << 20)
 /* Transparent huge pages only for blocks of at least this size, in an arena
  * of their own.  Marking the whole region made every first touch fault in
@@ -63,7 +69,9 @@ struct hpcmem_large_rec {
   uint64_t stamp;                   /* FREE and dirty: when it became so */
   hpcmem_large_rec_t *dprev, *dnext;  /* decay FIFO (FREE) or busy list (BUSY) */
   char *dlo, *dhi;                  /* dirty hull: may be backed and non-zero */
-  uint64_t spare_[2];
+  char *tail;                       /* LIVE: the last byte of the request */
+  uint32_t swept;                   /* FREE: its believed-resident pages were given back (sweep) */
+  uint32_t spare_;
 } __attribute__((aligned(64)));
 
 /* Slot of the table from data pointer to record (linear probing; key 0 is
@@ -85,6 +93,22 @@ static inline arena_t *arena_of(hpcmem_large_t *L, const rec_t *r) {
 
 static inline size_t lead_for(const char *start, size_t align) {
   return (size_t)(up((uintptr_t)start, align) - (uintptr_t)start);
+}
+
+/* Pages believed resident (see large.h); indexes are pages from L->base. */
+static inline size_t pidx(const hpcmem_large_t *L, const void *p) {
+  return (size_t)((const char *)p - L->base) >> L->pshift;
+}
+static inline int rbit(const hpcmem_large_t *L, size_t i) { return (int)((L->rbits[i / 64] >> (i % 64)) & 1); }
+static inline void rbit_set(hpcmem_large_t *L, size_t i) { L->rbits[i / 64] |= (uint64_t)1 << (i % 64); }
+
+/* Forget the pages [lo, hi) (page aligned): they were given back. */
+static void rbits_clear(hpcmem_large_t *L, const char *lo, const char *hi) {
+  size_t i = pidx(L, lo), e = pidx(L, hi);
+  for (; i < e && i % 64; i++) L->rbits[i / 64] &= ~((uint64_t)1 << (i % 64));
+  for (; i + 64 <= e; i += 64)
+    if (L->rbits[i / 64]) L->rbits[i / 64] = 0;   /* reads first: most words are zero, and never backed */
+  for (; i < e; i++) L->rbits[i / 64] &= ~((uint64_t)1 << (i % 64));
 }
 
 /* ---------------------------------------------------------------- records */
@@ -415,6 +439,7 @@ static void clip_hull(rec_t *r, char *lo, char *hi) {
 /* b directly follows a: a takes over b's extent and dirty pages. */
 static void absorb(hpcmem_large_t *L, rec_t *a, rec_t *b) {
   a->size += b->size;
+  a->swept &= b->swept;
   a->next = b->next;
   if (b->next) b->next->prev = a; else arena_of(L, a)->last = a;
   if (b->dlo < b->dhi) {
@@ -490,6 +515,7 @@ static rec_t *split_free(hpcmem_large_t *L, rec_t *r, rec_t *piece, int before,
   }
   r->size -= bytes;
   clip_hull(piece, dlo, dhi);
+  piece->swept = r->swept;
   free_attach(L, piece);
   if (piece->dlo < piece->dhi) {
     piece->stamp = stamp;
@@ -563,6 +589,7 @@ static void quick_evict(hpcmem_large_t *L, unsigned i) {
   r->data = NULL;
   r->dlo = r->start;
   r->dhi = rend(r);
+  r->swept = 0;
   r = release_block(L, r, r->stamp);
   DEBUG_LOCAL(L, r);
 }
@@ -609,8 +636,12 @@ static int decay_due(const hpcmem_large_t *L, const rec_t *r, uint64_t now) {
   return now >= r->stamp && now - r->stamp >= L->decay_ns;
 }
 
+static inline int ends_on(const hpcmem_large_t *L) {
+  return L->ends_cfg > 0 || (L->ends_cfg == 0 && __atomic_load_n(&L->ends, __ATOMIC_RELAXED));
+}
+
 static void schedule(hpcmem_large_t *L, uint64_t now) {
-  uint64_t step = L->decay_ns / 4;
+  uint64_t step = (ends_on(L) ? L->sweep_ns : L->decay_ns) / 4;
   L->next_decay_ns = now + step < now ? UINT64_MAX : now + step;
 }
 
@@ -618,22 +649,75 @@ static void quick_expire(hpcmem_large_t *L, uint64_t now, int force) {
   while (L->nquick && (force || decay_due(L, L->quick[0], now))) quick_evict(L, 0);
 }
 
+/* Runs of believed-resident pages in [a, b) (page aligned) appended to
+ * rlo/rhi from *k, at most cap in all, their bits cleared.  -1 (nothing
+ * appended or cleared) when they do not fit. */
+static int collect_runs(hpcmem_large_t *L, char *a, char *b, char **rlo, char **rhi, unsigned *k, unsigned cap) {
+  size_t i = pidx(L, a), e = pidx(L, b);
+  unsigned k0 = *k, kk = k0;
+  while (i < e) {
+    uint64_t w = L->rbits[i / 64] & (~(uint64_t)0 << (i % 64));
+    while (!w && (i = (i / 64 + 1) * 64) < e) w = L->rbits[i / 64];
+    if (!w) break;
+    size_t s0 = i / 64 * 64 + (size_t)__builtin_ctzll(w);
+    if (s0 >= e) break;
+    uint64_t z = ~L->rbits[s0 / 64] & (~(uint64_t)0 << (s0 % 64));
+    size_t t = s0;
+    while (!z && (t = (t / 64 + 1) * 64) < e) z = ~L->rbits[t / 64];
+    t = z ? t / 64 * 64 + (size_t)__builtin_ctzll(z) : e;
+    if (t > e) t = e;
+    if (kk == cap) return -1;
+    rlo[kk] = L->base + (s0 << L->pshift);
+    rhi[kk] = L->base + (t << L->pshift);
+    kk++;
+    i = t;
+  }
+  for (unsigned x = k0; x < kk; x++) rbits_clear(L, rlo[x], rhi[x]);
+  *k = kk;
+  return 0;
+}
+
+/* The whole pages of free block r's dirty hull, [*a, *b), and the hull
+ * clipped to the block, [*ha, *hb). */
+static void hull_pages(const hpcmem_large_t *L, const rec_t *r, char **ha, char **hb, char **a, char **b) {
+  *ha = r->dlo > r->start ? r->dlo : r->start;
+  *hb = r->dhi < rend(r) ? r->dhi : rend(r);
+  *a = (char *)up((uintptr_t)*ha, L->page);
+  *b = (char *)down((uintptr_t)*hb, L->page);
+}
+
+/* Free block r leaves the tree for the decay list's batch (BUSY): nobody
+ * allocates it while its pages go back without the lock. */
+static void make_busy(hpcmem_large_t *L, rec_t *r, char *ha, char *hb) {
+  free_detach(L, r);
+  r->state = REC_BUSY;
+  r->dlo = ha; r->dhi = hb;   /* what fork_child must assume is still dirty */
+  L->free_blocks++;
+  L->free_bytes += r->size;
+  busy_push(L, r);
+}
+
 /* Entered with the lock held, leaves it released.  Old dirty free blocks
  * are taken out (BUSY) so nobody allocates them while madvise runs without
- * the lock; then they rejoin their neighbours as clean blocks. */
+ * the lock; then they rejoin their neighbours as clean blocks.  With end
+ * placement on, the sweep also takes out free blocks older than sweep_ns
+ * that were not swept yet and gives back only their believed-resident
+ * pages; they rejoin still dirty (the rest of the hull waits for decay). */
 static void decay_unlock(hpcmem_large_t *L, uint64_t now, int force) {
   for (;;) {
     rec_t *batch[DECAY_BATCH];
-    char *lo[DECAY_BATCH], *hi[DECAY_BATCH];
+    char *lo[DECAY_BATCH], *hi[DECAY_BATCH];   /* hull decay: pages [lo, hi); sweep: lo NULL */
+    unsigned first[DECAY_BATCH + 1];           /* sweep: runs [first[i], first[i + 1]) */
+    char *rlo[SWEEP_RUNS], *rhi[SWEEP_RUNS];
     int n = 0, more = 0;
+    unsigned nr = 0;
     quick_expire(L, now, force);
     while (L->dhead) {
       rec_t *r = L->dhead;
       if (!force && !decay_due(L, r, now)) break;
       if (n == DECAY_BATCH) { more = 1; break; }
-      char *ha = r->dlo > r->start ? r->dlo : r->start;
-      char *hb = r->dhi < rend(r) ? r->dhi : rend(r);
-      char *a = (char *)up((uintptr_t)ha, L->page), *b = (char *)down((uintptr_t)hb, L->page);
+      char *ha, *hb, *a, *b;
+      hull_pages(L, r, &ha, &hb, &a, &b);
       if (a >= b) {     /* only pages shared with live neighbours: clear our bytes of them */
         fifo_remove(L, r);
         L->retained_bytes -= hull(r);
@@ -641,14 +725,37 @@ static void decay_unlock(hpcmem_large_t *L, uint64_t now, int force) {
         r->dlo = r->dhi = NULL;
         continue;
       }
-      free_detach(L, r);
-      r->state = REC_BUSY;
-      r->dlo = ha; r->dhi = hb;   /* what fork_child must assume is still dirty */
-      L->free_blocks++;
-      L->free_bytes += r->size;
-      busy_push(L, r);
+      make_busy(L, r, ha, hb);
+      first[n] = nr;
       batch[n] = r; lo[n] = a; hi[n] = b; n++;
     }
+    if (!more && !force && ends_on(L)) {
+      int visits = 0;
+      for (rec_t *r = L->dhead, *nx; r && visits < SWEEP_VISITS; r = nx, visits++) {
+        nx = r->dnext;
+        if (!(now >= r->stamp && now - r->stamp >= L->sweep_ns)) break;
+        if (r->swept) continue;
+        if (n == DECAY_BATCH) { more = 1; break; }
+        char *ha, *hb, *a, *b;
+        hull_pages(L, r, &ha, &hb, &a, &b);
+        unsigned k = nr;
+        if (a < b && collect_runs(L, a, b, rlo, rhi, &k, SWEEP_RUNS) < 0) {
+          if (nr) { more = 1; break; }   /* the next batch */
+          /* more runs than a batch holds: believed resident almost
+           * everywhere, so the whole hull goes back, as at decay */
+          make_busy(L, r, ha, hb);
+          first[n] = nr;
+          batch[n] = r; lo[n] = a; hi[n] = b; n++;
+          continue;
+        }
+        if (k == nr) { r->swept = 1; continue; }   /* nothing believed resident */
+        make_busy(L, r, ha, hb);
+        first[n] = nr;
+        batch[n] = r; lo[n] = NULL; hi[n] = NULL; n++;
+        nr = k;
+      }
+    }
+    first[n] = nr;
     if (!more) schedule(L, now);
     _hpcmem_unlock_st(&L->lock);
     if (!n) return;
@@ -657,20 +764,32 @@ static void decay_unlock(hpcmem_large_t *L, uint64_t now, int force) {
        * neighbours are cleared, so that a free block reads as zero outside
        * its dirty hull (what _hpcmem_large_alloc_zeroed relies on) */
       rec_t *r = batch[i];
+      if (!lo[i]) continue;   /* sweep: its runs go back all at once, below */
       if (L->discard) _hpcmem_prim_discard(lo[i], (size_t)(hi[i] - lo[i]));
       else _hpcmem_prim_decommit(lo[i], (size_t)(hi[i] - lo[i]));
       memset(r->dlo, 0, (size_t)(lo[i] - r->dlo));
       memset(hi[i], 0, (size_t)(r->dhi - hi[i]));
     }
+    if (nr) _hpcmem_prim_decommit_many(rlo, rhi, nr, L->discard);
     _hpcmem_lock_st(&L->lock);
     for (int i = 0; i < n; i++) {
       rec_t *r = batch[i];
       busy_remove(L, r);
       L->free_blocks--;
       L->free_bytes -= r->size;
-      L->decayed_bytes += (size_t)(hi[i] - lo[i]);
-      L->decay_count++;
-      r->dlo = r->dhi = NULL;
+      if (lo[i]) {
+        L->decayed_bytes += (size_t)(hi[i] - lo[i]);
+        L->decay_count++;
+        rbits_clear(L, lo[i], hi[i]);
+        r->dlo = r->dhi = NULL;
+      } else {
+        for (unsigned x = first[i]; x < first[i + 1]; x++) {
+          L->swept_pages += (size_t)(rhi[x] - rlo[x]) >> L->pshift;
+          L->decayed_bytes += (size_t)(rhi[x] - rlo[x]);
+        }
+        L->decay_count += first[i + 1] - first[i];
+        r->swept = 1;              /* dirty still: the rest of its hull waits for decay */
+      }
       r = release_block(L, r, now);
       DEBUG_LOCAL(L, r);
     }
@@ -714,6 +833,8 @@ void _hpcmem_large_config_from_options(hpcmem_large_config_t *cfg) {
   cfg->discard = 0;
   cfg->quick = HPCMEM_LARGE_QUICK;
   cfg->warm = 0;
+  cfg->ends = 0;
+  cfg->probe_min = 0;
 }
 
 int _hpcmem_large_init(hpcmem_large_t *L, const hpcmem_large_config_t *cfg) {
@@ -742,7 +863,8 @@ int _hpcmem_large_init(hpcmem_large_t *L, const hpcmem_large_config_t *cfg) {
   size_t ring_bytes = up(RING * sizeof(uintptr_t), page);
   int two = c.thp && !c.region && reserve >= 4 * THP_BLOCK_MIN;
   size_t hbits_bytes = two ? up((reserve / THP_SIZE + 63) / 64 * 8, page) : 0;
-  size_t meta = up(rec_bytes + 2 * hbytes + ring_bytes + hbits_bytes, gran);
+  size_t rbits_bytes = up((reserve / page + 63) / 64 * 8, page);   /* 32 MiB a TiB */
+  size_t meta = up(rec_bytes + 2 * hbytes + ring_bytes + hbits_bytes + rbits_bytes, gran);
   char *map = _hpcmem_prim_reserve(c.region ? meta : meta + reserve, gran);
   if (!map) return -(errno ? errno : ENOMEM);
 
@@ -766,6 +888,14 @@ int _hpcmem_large_init(hpcmem_large_t *L, const hpcmem_large_config_t *cfg) {
   L->hcap_max = hcap_max;
   L->hshift = 64 - (unsigned)__builtin_ctzl(HASH_MIN);
   L->ring = (uintptr_t *)(map + rec_bytes + 2 * hbytes);
+  L->rbits = (uint64_t *)(map + rec_bytes + 2 * hbytes + ring_bytes + hbits_bytes);
+  L->pshift = (unsigned)__builtin_ctzl(page);
+  L->ends_cfg = c.ends;
+  L->ends = c.ends > 0;
+  L->probe_score = 3;      /* one probe that finds written ends only turns it on */
+  L->probe_min = c.probe_min ? c.probe_min : HPCMEM_LARGE_PROBE_MIN;
+  L->probe_gap = L->probe_wait = L->probe_min;
+  L->sweep_ns = c.decay_ns / 32;
   L->base = c.region ? c.region : map + meta;
   L->end = L->base + reserve;
   L->narenas = 1;
@@ -802,6 +932,7 @@ int _hpcmem_large_init(hpcmem_large_t *L, const hpcmem_large_config_t *cfg) {
     void *w = _hpcmem_large_alloc(L, c.warm, 0);
     if (w) _hpcmem_large_free(L, w, NULL);
     L->alloc_count = L->free_count = L->grow_count = 0;
+    L->land_tries = L->land_hits = 0;
   }
   return 0;
 }
@@ -857,9 +988,58 @@ static rec_t *grow(hpcmem_large_t *L, arena_t *A, size_t kb, size_t align, size_
   return r;
 }
 
+/* End placement (docs/large-tier.md, "Block ends"): a place in free block c
+ * for a request of `size` bytes whose first and last pages are both
+ * believed resident; 1 and *lead (data - c->start), or 0.  The data may
+ * start anywhere in its first page, so the last byte can fall on either of
+ * two pages: each believed-resident page of c that can hold the first byte
+ * is tried with both (at most LAND_HEADS of them). */
+static int land_in(const hpcmem_large_t *L, const rec_t *c, size_t kb, size_t size, size_t *lead) {
+  const uintptr_t G = L->align, P = L->page, base = (uintptr_t)L->base;
+  uintptr_t lo = (uintptr_t)c->start, hi = lo + (c->size - kb);   /* data in [lo, hi] */
+  size_t plo = pidx(L, (char *)lo), phi = pidx(L, (char *)hi);
+  if (phi - plo >= 64 * 16) phi = plo + 64 * 16 - 1;   /* 16 words of first pages at most */
+  int heads = 0;
+  for (size_t w = plo / 64; w <= phi / 64; w++) {
+    uint64_t m = L->rbits[w];
+    if (w == plo / 64) m &= ~(uint64_t)0 << (plo % 64);
+    if (w == phi / 64 && phi % 64 != 63) m &= ((uint64_t)1 << (phi % 64 + 1)) - 1;
+    for (; m; m &= m - 1) {
+      if (++heads > LAND_HEADS) return 0;
+      uintptr_t pb = base + ((w * 64 + (size_t)__builtin_ctzll(m)) << L->pshift);
+      uintptr_t dlo = pb > lo ? pb : lo, dhi = pb + P - G < hi ? pb + P - G : hi;
+      if (dlo > dhi) continue;
+      for (size_t t = pidx(L, (char *)(dlo + size - 1)); t <= pidx(L, (char *)(dhi + size - 1)); t++) {
+        if (!rbit(L, t)) continue;
+        uintptr_t tb = base + (t << L->pshift);   /* data + size - 1 in [tb, tb + P) */
+        uintptr_t a = tb >= size - 1 && tb - (size - 1) > dlo ? up(tb - (size - 1), G) : dlo;
+        uintptr_t b = tb + P - size < dhi ? tb + P - size : dhi;
+        if (a <= b) { *lead = (size_t)(a - lo); return 1; }
+      }
+    }
+  }
+  return 0;
+}
+
+/* The best fit r, or a free block a little larger where the request's
+ * first and last pages land on believed-resident pages (*lead set). */
+static rec_t *land_fit(hpcmem_large_t *L, arena_t *A, rec_t *r, size_t kb, size_t size, size_t *lead) {
+  L->land_tries++;
+  rec_t *c = r;
+  for (int k = 0; c && k < LAND_CANDIDATES; k++, c = set_next(A, c))
+    if (land_in(L, c, kb, size, lead)) {
+      L->land_hits++;
+      return c;
+    }
+  *lead = 0;
+  return r;
+}
+
 /* A detached block for the request in arena A, from the tree or by growing. */
-static rec_t *take(hpcmem_large_t *L, arena_t *A, size_t kb, size_t align, size_t *lead, rec_t **pos) {
+static rec_t *take(hpcmem_large_t *L, arena_t *A, size_t kb, size_t size, size_t align, size_t *lead,
+                   rec_t **pos) {
   rec_t *r = find_fit(L, A, kb, align, lead);
+  if (r && align <= L->align && L->align <= L->page && ends_on(L)) r = land_fit(L, A, r, kb, size, lead);
   if (r) {
     *pos = free_detach(L, r);
     return r;
@@ -897,6 +1077,16 @@ static void thp_advise(hpcmem_large_t *L, const rec_t *r) {
   }
 }
 
+/* r is handed out for `size` bytes: remember where the request ends and,
+ * with end placement on, believe its first and last pages resident. */
+static inline void mark_ends(hpcmem_large_t *L, rec_t *r, size_t size) {
+  r->tail = r->data + (size ? size : 1) - 1;
+  if (ends_on(L)) {
+    rbit_set(L, pidx(L, r->data));
+    rbit_set(L, pidx(L, r->tail));
+  }
+}
+
 static inline int in_huge_arena(const hpcmem_large_t *L, const rec_t *r) {
   return L->hbits && r->start >= L->ar[1].lo;
 }
@@ -925,6 +1115,7 @@ static void *large_alloc(hpcmem_large_t *L, size_t size, size_t align, size_t *u
     L->last_out = r;
     r->state = REC_LIVE;
     r->dlo = r->dhi = NULL;
+    mark_ends(L, r, size);
     size_t u = usable(r);
     L->live_blocks++;
     L->live_bytes += u;
@@ -944,8 +1135,8 @@ static void *large_alloc(hpcmem_large_t *L, size_t size, size_t align, size_t *u
   /* huge requests have their own arena when there are two; either arena
    * serves the other's requests when its own is full */
   int a = L->narenas > 1 && size >= L->huge_min;
-  if (!(r = take(L, &L->ar[a], kb, align, &lead, &pos)) &&
-      (L->narenas < 2 || !(r = take(L, &L->ar[!a], kb, align, &lead, &pos))))
+  if (!(r = take(L, &L->ar[a], kb, size, align, &lead, &pos)) &&
+      (L->narenas < 2 || !(r = take(L, &L->ar[!a], kb, size, align, &lead, &pos))))
     goto nomem;
   uint64_t stamp = r->stamp;
   rec_t *piece;
@@ -961,6 +1152,7 @@ static void *large_alloc(hpcmem_large_t *L, size_t size, size_t align, size_t *u
   r->data = data;
   hash_put(L->htab, L->hcap, L->hshift, (uintptr_t)data, r);
   L->hcount++;
+  mark_ends(L, r, size);
   L->last_out = r;
   if (in_huge_arena(L, r)) thp_advise(L, r);
   size_t u = usable(r);
@@ -1019,6 +1211,32 @@ static int lookup(const hpcmem_large_t *L, const void *p, rec_t **out) {
   return lookup_slot(L, p, out, &slot);
 }
 
+/* The residency probe (docs/large-tier.md, "Block ends").  Now and then a
+ * free asks the kernel about three pages of the block, after the lock is
+ * released: its first page, the page of the request's last byte, and one in
+ * between.  A program that writes the ends of its blocks and not the rest
+ * (a header and a trailer, the benchmark's tags) votes for end placement;
+ * one that writes nothing (the first page is not resident: one system call)
+ * or everything votes against.  Four votes more for than against turn it
+ * on; probes come rarer (up to HPCMEM_LARGE_PROBE_MAX frees apart) while
+ * they agree with the mode.  The block may be in use again by now, which
+ * only makes this sample a little noisier.  Shared state is read and
+ * written with relaxed atomics: concurrent probes may lose a vote. */
+static void probe(hpcmem_large_t *L, const char *head, const char *tail) {
+  size_t hp = (uintptr_t)head >> L->pshift, tp = (uintptr_t)tail >> L->pshift;
+  int vote = _hpcmem_prim_resident(head) == 1 && _hpcmem_prim_resident(tail) == 1 &&
+             (tp - hp < 2 || _hpcmem_prim_resident((char *)((hp + (tp - hp) / 2) << L->pshift)) == 0);
+  int score = __atomic_load_n(&L->probe_score, __ATOMIC_RELAXED);
+  score = vote ? (score < 7 ? score + 1 : 7) : (score > 0 ? score - 1 : 0);
+  int on = score >= 4, was = __atomic_load_n(&L->ends, __ATOMIC_RELAXED);
+  unsigned gap = __atomic_load_n(&L->probe_gap, __ATOMIC_RELAXED);
+  gap = vote == was ? (gap < HPCMEM_LARGE_PROBE_MAX ? gap * 2 : HPCMEM_LARGE_PROBE_MAX) : L->probe_min;
+  __atomic_store_n(&L->probe_score, score, __ATOMIC_RELAXED);
+  __atomic_store_n(&L->probe_gap, gap, __ATOMIC_RELAXED);
+  __atomic_store_n(&L->ends, on, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&L->probe_count, 1, __ATOMIC_RELAXED);
+}
+
 static void unaccount_live(hpcmem_large_t *L, rec_t *r) {
   L->live_blocks--;
   L->live_bytes -= usable(r);
@@ -1043,23 +1261,28 @@ int _hpcmem_large_free(hpcmem_large_t *L, void *p, size_t *size_out) {
   }
   uint64_t now = clock_tick(L);
   size_t u = usable(r);
+  const char *probe_at = NULL, *probe_tail = NULL;
+  if (__builtin_expect(--L->probe_wait == 0, 0)) {
+    L->probe_wait = __atomic_load_n(&L->probe_gap, __ATOMIC_RELAXED);
+    if (!L->ends_cfg) { probe_at = r->data; probe_tail = r->tail; }
+  }
   unaccount_live(L, r);
   L->free_count++;
   if (L->quick_max) {
     quick_push(L, r, now);
     DEBUG_LOCAL(L, r);
-    finish_unlock(L, now);
-    if (size_out) *size_out = u;
-    return 0;
+  } else {
+    hash_remove_at(L, slot != SIZE_MAX ? slot : hash_slot(L, (uintptr_t)p));
+    L->ring[L->ring_pos++ % RING] = (uintptr_t)p;
+    r->data = NULL;
+    r->dlo = r->start;     /* the owner may have touched all of it */
+    r->dhi = rend(r);
+    r->swept = 0;
+    r = release_block(L, r, now);
+    DEBUG_LOCAL(L, r);
   }
-  hash_remove_at(L, slot != SIZE_MAX ? slot : hash_slot(L, (uintptr_t)p));
-  L->ring[L->ring_pos++ % RING] = (uintptr_t)p;
-  r->data = NULL;
-  r->dlo = r->start;     /* the owner may have touched all of it */
-  r->dhi = rend(r);
-  r = release_block(L, r, now);
-  DEBUG_LOCAL(L, r);
   finish_unlock(L, now);
+  if (probe_at) probe(L, probe_at, probe_tail);
   if (size_out) *size_out = u;
   return 0;
 }
@@ -1136,6 +1359,7 @@ int _hpcmem_large_resize(hpcmem_large_t *L, void *p, size_t new_size) {
     rc = grow_in_place(L, r, new_end);
   }
   if (!rc) {
+    mark_ends(L, r, new_size);
     if (in_huge_arena(L, r)) thp_advise(L, r);
     L->live_bytes = L->live_bytes - old + usable(r);
     L->resize_count++;
@@ -1177,6 +1401,11 @@ void _hpcmem_large_stats(hpcmem_large_t *L, hpcmem_large_stats_t *out) {
   out->free_blocks = L->free_blocks;
   out->quick_blocks = L->nquick;
   out->quick_bytes = L->quick_bytes;
+  out->ends_mode = ends_on(L);
+  out->land_tries = L->land_tries;
+  out->land_hits = L->land_hits;
+  out->swept_pages = L->swept_pages;
+  out->probe_count = __atomic_load_n(&L->probe_count, __ATOMIC_RELAXED);
   for (int i = 0; i < L->narenas; i++) {
     const arena_t *A = &L->ar[i];
     for (int c = HPCMEM_LARGE_CLASSES - 1; c >= 0; c--) {
@@ -1233,6 +1462,7 @@ static int check_list(hpcmem_large_t *L, const arena_t *A, size_t *t) {
       if (r->data < r->start || r->data >= rend(r) || ((uintptr_t)r->data % Al))
         return fail("live data outside its block", r->start);
       if (hash_find(L, (uintptr_t)r->data) != r) return fail("live block missing from the hash table", r->data);
+      if (r->tail < r->data || r->tail >= rend(r)) return fail("end of the request outside its block", r->data);
       t[0]++; t[1] += usable(r); t[2] += (size_t)(r->data - r->start);
       break;
     case REC_FREE:
@@ -1367,3 +1597,4 @@ void _hpcmem_large_fork_child(hpcmem_large_t *L) {
     release_block(L, r, now);
   }
 }
+
