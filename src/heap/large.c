@@ -71,7 +71,7 @@ struct hpcmem_large_rec {
   char *dlo, *dhi;                  /* dirty hull: may be backed and non-zero */
   char *tail;                       /* LIVE: the last byte of the request */
   uint32_t swept;                   /* FREE: its believed-resident pages were given back (sweep) */
-  uint32_t spare_;
+  uint32_t astamp;                  /* FREE and dirty: allocations made when it became so (mod 2^32) */
 } __attribute__((aligned(64)));
 
 /* Slot of the table from data pointer to record (linear probing; key 0 is
@@ -461,7 +461,7 @@ static void absorb(hpcmem_large_t *L, rec_t *a, rec_t *b) {
  * to an old free region keep that region's pages forever.  The price is
  * that a piece freed next to an old dirty block may go back to the OS with
  * it, once per decay period at most. */
-static rec_t *release_block(hpcmem_large_t *L, rec_t *r, uint64_t now) {
+static rec_t *release_block(hpcmem_large_t *L, rec_t *r, uint64_t now, uint32_t anow) {
   rec_t *p = r->prev, *n = r->next, *old = NULL, *pos = L->dtail;
   if (p && p->state != REC_FREE) p = NULL;
   if (n && n->state != REC_FREE) n = NULL;
@@ -477,16 +477,19 @@ static rec_t *release_block(hpcmem_large_t *L, rec_t *r, uint64_t now) {
   uint64_t stamp = now;
   if (old) {
     stamp = old->stamp;
+    anow = old->astamp;
     pos = old->dprev;
     fifo_remove(L, old);
-  } else if (L->dtail && L->dtail->stamp > stamp) {
-    stamp = L->dtail->stamp;   /* an explicit `now` from the past: keep the FIFO sorted */
+  } else if (L->dtail) {       /* an explicit `now` from the past, a quick-list block: keep the FIFO sorted */
+    if (L->dtail->stamp > stamp) stamp = L->dtail->stamp;
+    if ((int32_t)(anow - L->dtail->astamp) < 0) anow = L->dtail->astamp;
   }
   if (p) { free_unlink(L, p); absorb(L, p, r); r = p; }
   if (n) { free_unlink(L, n); absorb(L, r, n); }
   free_attach(L, r);
   if (r->dlo < r->dhi) {
     r->stamp = stamp;
+    r->astamp = anow;
     fifo_insert_after(L, pos, r);
   }
   return r;
@@ -495,7 +498,7 @@ static rec_t *release_block(hpcmem_large_t *L, rec_t *r, uint64_t now) {
 /* Cut [start, end) of a new piece off block r into a fresh free block that
  * inherits r's dirty pages there and r's FIFO place (pos, stamp). */
 static rec_t *split_free(hpcmem_large_t *L, rec_t *r, rec_t *piece, int before,
-                         size_t bytes, rec_t **pos, uint64_t stamp) {
+                         size_t bytes, rec_t **pos, uint64_t stamp, uint32_t astamp) {
   char *dlo = r->dlo, *dhi = r->dhi;
   if (before) {
     piece->start = r->start;
@@ -519,6 +522,7 @@ static rec_t *split_free(hpcmem_large_t *L, rec_t *r, rec_t *piece, int before,
   free_attach(L, piece);
   if (piece->dlo < piece->dhi) {
     piece->stamp = stamp;
+    piece->astamp = astamp;
     fifo_insert_after(L, *pos, piece);
     *pos = piece;
   }
@@ -590,7 +594,7 @@ static void quick_evict(hpcmem_large_t *L, unsigned i) {
   r->dlo = r->start;
   r->dhi = rend(r);
   r->swept = 0;
-  r = release_block(L, r, r->stamp);
+  r = release_block(L, r, r->stamp, r->astamp);
   DEBUG_LOCAL(L, r);
 }
 
@@ -598,6 +602,7 @@ static void quick_evict(hpcmem_large_t *L, unsigned i) {
 static void quick_push(hpcmem_large_t *L, rec_t *r, uint64_t now) {
   r->state = REC_CACHED;
   r->stamp = now;
+  r->astamp = (uint32_t)L->alloc_count;
   r->dlo = r->start;     /* the owner may have touched all of it */
   r->dhi = rend(r);
   L->quick_bytes += r->size;   /* counted first: the byte sums hold while the oldest leave */
@@ -636,12 +641,11 @@ static int decay_due(const hpcmem_large_t *L, const rec_t *r, uint64_t now) {
   return now >= r->stamp && now - r->stamp >= L->decay_ns;
 }
 
-static inline int ends_on(const hpcmem_large_t *L) {
-  return L->ends_cfg > 0 || (L->ends_cfg == 0 && __atomic_load_n(&L->ends, __ATOMIC_RELAXED));
-}
+/* End placement on now (one load: the configuration is folded in at init) */
+static inline int ends_on(const hpcmem_large_t *L) { return __atomic_load_n(&L->ends, __ATOMIC_RELAXED); }
 
 static void schedule(hpcmem_large_t *L, uint64_t now) {
-  uint64_t step = (ends_on(L) ? L->sweep_ns : L->decay_ns) / 4;
+  uint64_t step = ends_on(L) ? L->decay_ns / 256 : L->decay_ns / 4;
   L->next_decay_ns = now + step < now ? UINT64_MAX : now + step;
 }
 
@@ -700,9 +704,10 @@ static void make_busy(hpcmem_large_t *L, rec_t *r, char *ha, char *hb) {
 /* Entered with the lock held, leaves it released.  Old dirty free blocks
  * are taken out (BUSY) so nobody allocates them while madvise runs without
  * the lock; then they rejoin their neighbours as clean blocks.  With end
- * placement on, the sweep also takes out free blocks older than sweep_ns
- * that were not swept yet and gives back only their believed-resident
- * pages; they rejoin still dirty (the rest of the hull waits for decay). */
+ * placement on, the sweep also takes out free blocks that stayed dirty
+ * while sweep_allocs blocks were allocated and were not swept yet, and
+ * gives back only their believed-resident pages; they rejoin still dirty
+ * (the rest of the hull waits for decay). */
 static void decay_unlock(hpcmem_large_t *L, uint64_t now, int force) {
   for (;;) {
     rec_t *batch[DECAY_BATCH];
@@ -733,7 +738,7 @@ static void decay_unlock(hpcmem_large_t *L, uint64_t now, int force) {
       int visits = 0;
       for (rec_t *r = L->dhead, *nx; r && visits < SWEEP_VISITS; r = nx, visits++) {
         nx = r->dnext;
-        if (!(now >= r->stamp && now - r->stamp >= L->sweep_ns)) break;
+        if ((uint32_t)((uint32_t)L->alloc_count - r->astamp) < L->sweep_allocs) break;
         if (r->swept) continue;
         if (n == DECAY_BATCH) { more = 1; break; }
         char *ha, *hb, *a, *b;
@@ -790,7 +795,7 @@ static void decay_unlock(hpcmem_large_t *L, uint64_t now, int force) {
         L->decay_count += first[i + 1] - first[i];
         r->swept = 1;              /* dirty still: the rest of its hull waits for decay */
       }
-      r = release_block(L, r, now);
+      r = release_block(L, r, now, (uint32_t)L->alloc_count);
       DEBUG_LOCAL(L, r);
     }
     if (!more && !(force && L->dhead)) { _hpcmem_unlock_st(&L->lock); return; }
@@ -835,6 +840,7 @@ void _hpcmem_large_config_from_options(hpcmem_large_config_t *cfg) {
   cfg->warm = 0;
   cfg->ends = 0;
   cfg->probe_min = 0;
+  cfg->sweep_allocs = 0;
 }
 
 int _hpcmem_large_init(hpcmem_large_t *L, const hpcmem_large_config_t *cfg) {
@@ -890,12 +896,13 @@ int _hpcmem_large_init(hpcmem_large_t *L, const hpcmem_large_config_t *cfg) {
   L->ring = (uintptr_t *)(map + rec_bytes + 2 * hbytes);
   L->rbits = (uint64_t *)(map + rec_bytes + 2 * hbytes + ring_bytes + hbits_bytes);
   L->pshift = (unsigned)__builtin_ctzl(page);
-  L->ends_cfg = c.ends;
-  L->ends = c.ends > 0;
+  /* end placement needs data that may start anywhere in a page */
+  L->ends_cfg = c.align > page ? -1 : c.ends;
+  L->ends = L->ends_cfg > 0;
   L->probe_score = 3;      /* one probe that finds written ends only turns it on */
   L->probe_min = c.probe_min ? c.probe_min : HPCMEM_LARGE_PROBE_MIN;
   L->probe_gap = L->probe_wait = L->probe_min;
-  L->sweep_ns = c.decay_ns / 32;
+  L->sweep_allocs = c.sweep_allocs ? c.sweep_allocs : HPCMEM_LARGE_SWEEP_ALLOCS;
   L->base = c.region ? c.region : map + meta;
   L->end = L->base + reserve;
   L->narenas = 1;
@@ -1039,7 +1046,7 @@ static rec_t *land_fit(hpcmem_large_t *L, arena_t *A, rec_t *r, size_t kb, size_
 static rec_t *take(hpcmem_large_t *L, arena_t *A, size_t kb, size_t size, size_t align, size_t *lead,
                    rec_t **pos) {
   rec_t *r = find_fit(L, A, kb, align, lead);
-  if (r && align <= L->align && L->align <= L->page && ends_on(L)) r = land_fit(L, A, r, kb, size, lead);
+  if (ends_on(L) && r && align <= L->align) r = land_fit(L, A, r, kb, size, lead);
   if (r) {
     *pos = free_detach(L, r);
     return r;
@@ -1084,6 +1091,7 @@ static inline void mark_ends(hpcmem_large_t *L, rec_t *r, size_t size) {
   if (ends_on(L)) {
     rbit_set(L, pidx(L, r->data));
     rbit_set(L, pidx(L, r->tail));
+    r->astamp = (uint32_t)L->alloc_count;   /* LIVE: its birth, for sweep_inside */
   }
 }
 
@@ -1139,13 +1147,14 @@ static void *large_alloc(hpcmem_large_t *L, size_t size, size_t align, size_t *u
       (L->narenas < 2 || !(r = take(L, &L->ar[!a], kb, size, align, &lead, &pos))))
     goto nomem;
   uint64_t stamp = r->stamp;
+  uint32_t astamp = r->astamp;
   rec_t *piece;
   if (lead > L->min_split && (piece = rec_new(L))) {
-    split_free(L, r, piece, 1, lead, &pos, stamp);
+    split_free(L, r, piece, 1, lead, &pos, stamp, astamp);
     lead = 0;
   }
   size_t rem = r->size - lead - kb;
-  if (rem > L->min_split && (piece = rec_new(L))) split_free(L, r, piece, 0, rem, &pos, stamp);
+  if (rem > L->min_split && (piece = rec_new(L))) split_free(L, r, piece, 0, rem, &pos, stamp, astamp);
   char *data = r->start + lead, *zlo = r->dlo, *zhi = r->dhi;
   r->state = REC_LIVE;
   r->dlo = r->dhi = NULL;
@@ -1212,35 +1221,64 @@ static int lookup(const hpcmem_large_t *L, const void *p, rec_t **out) {
 }
 
 /* The residency probe (docs/large-tier.md, "Block ends").  Now and then a
- * free asks the kernel about three pages of the block, after the lock is
- * released: its first page, the page of the request's last byte, and one in
- * between.  A program that writes the ends of its blocks and not the rest
- * (a header and a trailer, the benchmark's tags) votes for end placement;
- * one that writes nothing (the first page is not resident: one system call)
- * or everything votes against.  Four votes more for than against turn it
- * on; probes come rarer (up to HPCMEM_LARGE_PROBE_MAX frees apart) while
- * they agree with the mode.  The block may be in use again by now, which
- * only makes this sample a little noisier.  Shared state is read and
- * written with relaxed atomics: concurrent probes may lose a vote. */
-static void probe(hpcmem_large_t *L, const char *head, const char *tail) {
-  size_t hp = (uintptr_t)head >> L->pshift, tp = (uintptr_t)tail >> L->pshift;
-  int vote = _hpcmem_prim_resident(head) == 1 && _hpcmem_prim_resident(tail) == 1 &&
+ * free asks the kernel about three pages of the block: its first page, the
+ * page of the request's last byte, and one in between.  A program that
+ * writes the ends of its blocks and not the rest (a header and a trailer,
+ * the benchmark's tags) votes for end placement; one that writes nothing
+ * (the first page is not resident: one system call) or everything votes
+ * against.  Four votes more for than against turn it on; probes come rarer
+ * (up to HPCMEM_LARGE_PROBE_MAX frees apart) while they agree with the mode.
+ * Made under the lock: 1-5 us once in thousands of frees, and every field
+ * it changes is then the lock's. */
+static __attribute__((noinline, cold)) void probe(hpcmem_large_t *L, const rec_t *r) {
+  L->probe_wait = L->probe_gap;
+  if (L->ends_cfg) return;
+  size_t hp = (uintptr_t)r->data >> L->pshift, tp = (uintptr_t)r->tail >> L->pshift;
+  int vote = _hpcmem_prim_resident(r->data) == 1 && _hpcmem_prim_resident(r->tail) == 1 &&
              (tp - hp < 2 || _hpcmem_prim_resident((char *)((hp + (tp - hp) / 2) << L->pshift)) == 0);
-  int score = __atomic_load_n(&L->probe_score, __ATOMIC_RELAXED);
+  int score = L->probe_score;
   score = vote ? (score < 7 ? score + 1 : 7) : (score > 0 ? score - 1 : 0);
-  int on = score >= 4, was = __atomic_load_n(&L->ends, __ATOMIC_RELAXED);
-  unsigned gap = __atomic_load_n(&L->probe_gap, __ATOMIC_RELAXED);
-  gap = vote == was ? (gap < HPCMEM_LARGE_PROBE_MAX ? gap * 2 : HPCMEM_LARGE_PROBE_MAX) : L->probe_min;
-  __atomic_store_n(&L->probe_score, score, __ATOMIC_RELAXED);
-  __atomic_store_n(&L->probe_gap, gap, __ATOMIC_RELAXED);
-  __atomic_store_n(&L->ends, on, __ATOMIC_RELAXED);
-  __atomic_fetch_add(&L->probe_count, 1, __ATOMIC_RELAXED);
+  L->probe_gap = vote == L->ends ? (L->probe_gap < HPCMEM_LARGE_PROBE_MAX ? L->probe_gap * 2 : HPCMEM_LARGE_PROBE_MAX)
+                                 : L->probe_min;
+  L->probe_score = score;
+  __atomic_store_n(&L->ends, score >= 4, __ATOMIC_RELAXED);
+  L->probe_count++;
 }
 
 static void unaccount_live(hpcmem_large_t *L, rec_t *r) {
   L->live_blocks--;
   L->live_bytes -= usable(r);
   L->overhead_bytes -= (size_t)(r->data - r->start);
+}
+
+/* The sweep of a block that lived long (docs/large-tier.md, "Block ends"):
+ * pages believed resident inside it other than its own two ends are ends
+ * of earlier blocks, garbage since before it was handed out, at least
+ * sweep_allocs allocations old.  A block carved where one was just freed
+ * swallows that one's garbage, so it never stays free long enough for the
+ * sweep of free blocks.  Entered with the lock held and r live; the pages go
+ * back without the lock while r is still live (nobody else may carve
+ * there); 0 with the lock held again, or -EALREADY when r stopped being
+ * p's live block meanwhile (a second free of p, in another thread). */
+static __attribute__((noinline)) int sweep_inside(hpcmem_large_t *L, rec_t *r, const void *p) {
+  char *rlo[SWEEP_RUNS], *rhi[SWEEP_RUNS];
+  unsigned k = 0;
+  char *a = (char *)up((uintptr_t)r->start, L->page), *b = (char *)down((uintptr_t)rend(r), L->page);
+  char *h = (char *)down((uintptr_t)r->data, L->page), *t = (char *)down((uintptr_t)r->tail, L->page);
+  char *cut[3][2] = {{a, h < b ? h : b}, {h + L->page > a ? h + L->page : a, t < b ? t : b},
+                     {t + L->page > a ? t + L->page : a, b}};
+  for (int i = 0; i < 3; i++)
+    if (cut[i][0] < cut[i][1] && collect_runs(L, cut[i][0], cut[i][1], rlo, rhi, &k, SWEEP_RUNS) < 0) break;
+  if (!k) return 0;
+  _hpcmem_unlock_st(&L->lock);
+  _hpcmem_prim_decommit_many(rlo, rhi, k, L->discard);
+  _hpcmem_lock_st(&L->lock);
+  for (unsigned x = 0; x < k; x++) {
+    L->swept_pages += (size_t)(rhi[x] - rlo[x]) >> L->pshift;
+    L->decayed_bytes += (size_t)(rhi[x] - rlo[x]);
+  }
+  L->decay_count += k;
+  return r->state == REC_LIVE && r->data == (const char *)p ? 0 : -EALREADY;
 }
 
 int _hpcmem_large_free(hpcmem_large_t *L, void *p, size_t *size_out) {
@@ -1259,13 +1297,15 @@ int _hpcmem_large_free(hpcmem_large_t *L, void *p, size_t *size_out) {
       return rc;
     }
   }
+  if (ends_on(L) && (uint32_t)((uint32_t)L->alloc_count - r->astamp) >= L->sweep_allocs &&
+      sweep_inside(L, r, p) < 0) {
+    L->error_count++;
+    _hpcmem_unlock_st(&L->lock);
+    return -EALREADY;
+  }
   uint64_t now = clock_tick(L);
   size_t u = usable(r);
-  const char *probe_at = NULL, *probe_tail = NULL;
-  if (__builtin_expect(--L->probe_wait == 0, 0)) {
-    L->probe_wait = __atomic_load_n(&L->probe_gap, __ATOMIC_RELAXED);
-    if (!L->ends_cfg) { probe_at = r->data; probe_tail = r->tail; }
-  }
+  if (__builtin_expect(--L->probe_wait == 0, 0)) probe(L, r);
   unaccount_live(L, r);
   L->free_count++;
   if (L->quick_max) {
@@ -1278,11 +1318,10 @@ int _hpcmem_large_free(hpcmem_large_t *L, void *p, size_t *size_out) {
     r->dlo = r->start;     /* the owner may have touched all of it */
     r->dhi = rend(r);
     r->swept = 0;
-    r = release_block(L, r, now);
+    r = release_block(L, r, now, (uint32_t)L->alloc_count);
     DEBUG_LOCAL(L, r);
   }
   finish_unlock(L, now);
-  if (probe_at) probe(L, probe_at, probe_tail);
   if (size_out) *size_out = u;
   return 0;
 }
@@ -1298,8 +1337,10 @@ static int grow_in_place(hpcmem_large_t *L, rec_t *r, char *new_end) {
   if (new_end > avail && !(at_top && new_end <= A->end)) return -ENOMEM;
   rec_t *pos = NULL;
   uint64_t stamp = 0;
+  uint32_t astamp = 0;
   if (nx_free) {
     stamp = nx->stamp;
+    astamp = nx->astamp;
     pos = free_detach(L, nx);
   }
   if (new_end > avail) {             /* take the free tail and extend the extent */
@@ -1316,7 +1357,11 @@ static int grow_in_place(hpcmem_large_t *L, rec_t *r, char *new_end) {
       r->size = (size_t)(new_end - r->start);
       clip_hull(nx, dlo, dhi);
       free_attach(L, nx);
-      if (nx->dlo < nx->dhi) { nx->stamp = stamp; fifo_insert_after(L, pos, nx); }
+      if (nx->dlo < nx->dhi) {
+        nx->stamp = stamp;
+        nx->astamp = astamp;
+        fifo_insert_after(L, pos, nx);
+      }
     } else {
       absorb(L, r, nx);
     }
@@ -1353,7 +1398,7 @@ int _hpcmem_large_resize(hpcmem_large_t *L, void *p, size_t new_size) {
       r->size -= rem;
       t->dlo = t->start;
       t->dhi = rend(t);
-      release_block(L, t, now);
+      release_block(L, t, now, (uint32_t)L->alloc_count);
     }
   } else {
     rc = grow_in_place(L, r, new_end);
@@ -1405,7 +1450,7 @@ void _hpcmem_large_stats(hpcmem_large_t *L, hpcmem_large_stats_t *out) {
   out->land_tries = L->land_tries;
   out->land_hits = L->land_hits;
   out->swept_pages = L->swept_pages;
-  out->probe_count = __atomic_load_n(&L->probe_count, __ATOMIC_RELAXED);
+  out->probe_count = L->probe_count;
   for (int i = 0; i < L->narenas; i++) {
     const arena_t *A = &L->ar[i];
     for (int c = HPCMEM_LARGE_CLASSES - 1; c >= 0; c--) {
@@ -1594,7 +1639,7 @@ void _hpcmem_large_fork_child(hpcmem_large_t *L) {
     busy_remove(L, r);
     L->free_blocks--;
     L->free_bytes -= r->size;
-    release_block(L, r, now);
+    release_block(L, r, now, (uint32_t)L->alloc_count);
   }
 }
 

@@ -46,6 +46,7 @@ typedef struct hpcmem_large_config {
   int ends;            /* end placement and sweep (docs/large-tier.md): 0 when the residency probe
                           finds programs write block ends only, >0 always, <0 never */
   unsigned probe_min;  /* frees between residency probes at first (0: HPCMEM_LARGE_PROBE_MIN) */
+  unsigned sweep_allocs; /* the sweep's age, in allocations (0: HPCMEM_LARGE_SWEEP_ALLOCS) */
 } hpcmem_large_config_t;
 
 typedef struct hpcmem_large_rec hpcmem_large_rec_t;
@@ -56,6 +57,7 @@ typedef struct hpcmem_large_rec hpcmem_large_rec_t;
 #define HPCMEM_LARGE_QUICK 8        /* most blocks the quick list holds */
 #define HPCMEM_LARGE_PROBE_MIN 4096 /* frees between residency probes, at first and after a change */
 #define HPCMEM_LARGE_PROBE_MAX 65536 /* ... at most, while the probes agree */
+#define HPCMEM_LARGE_SWEEP_ALLOCS 16384 /* the sweep: garbage this many allocations old goes back */
 #define HPCMEM_LARGE_CLASSES 192   /* size classes of the free-block trees (4 per power of 2) */
 typedef struct hpcmem_large_arena {
   char *lo, *top, *end;               /* blocks tile [lo, top); room up to end */
@@ -144,10 +146,10 @@ typedef struct hpcmem_large {
   uint64_t *rbits;
   unsigned pshift;         /* log2(page) */
   int ends_cfg;            /* config.ends */
-  int ends;                /* on now: written by the probe, read under the lock (relaxed atomics) */
+  int ends;                /* on now (the probe's verdict, or config.ends > 0) */
   int probe_score;         /* 0..7; >= 4 means "programs write the ends of their blocks only" */
   unsigned probe_gap, probe_min, probe_wait;   /* frees between probes (doubles while they agree) */
-  uint64_t sweep_ns;       /* believed-resident pages of a free block go back when it is this old */
+  unsigned sweep_allocs;   /* believed-resident garbage this many allocations old goes back */
   uint64_t land_tries, land_hits, swept_pages, probe_count;
 
   size_t live_bytes, overhead_bytes, free_bytes, retained_bytes, decayed_bytes;

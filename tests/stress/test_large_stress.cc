@@ -159,6 +159,7 @@ hpcmem_large_config_t config(uint64_t decay_ns, int ends) {
   c.thp = 1;  // two arenas: blocks of 16 MiB and more have their own
   c.quick = HPCMEM_LARGE_QUICK;  // blocks freed by one thread reused by another
   c.ends = ends;
+  c.sweep_allocs = 32;   // the sweep all the time (with end placement on)
   return c;
 }
 
@@ -169,9 +170,9 @@ TEST(_hpcmem_large_alloc, ManyThreadsWithDecay) {
   many_threads(config(1000000, 0), true, &s);  // 1 ms: decay passes all the time
 }
 
-// End placement on, the sweep after 1 ms: blocks land inside free blocks
-// and believed-resident pages go back without the lock while other threads
-// allocate around them.
+// End placement on, the sweep after 32 allocations: blocks land inside free
+// blocks, and believed-resident pages of free blocks and inside freed ones
+// go back without the lock while other threads allocate around them.
 TEST(_hpcmem_large_alloc, ManyThreadsWithEndPlacementAndSweep) {
   hpcmem_large_stats_t s;
   many_threads(config(32 * 1000000ull, 1), false, &s);
