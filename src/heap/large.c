@@ -531,6 +531,10 @@ static rec_t *split_free(hpcmem_large_t *L, rec_t *r, rec_t *piece, int before,
 
 /* ------------------------------------------------------------ debugging */
 
+#ifdef HPCMEM_DEBUG
+void (*_hpcmem_large_unlocked_hook)(hpcmem_large_t *L);
+#endif
+
 static int fail(const char *what, const void *where) {
   _hpcmem_warn("large tier corrupt: %s (at %p)", what, where);
   return -EFAULT;
@@ -645,7 +649,10 @@ static int decay_due(const hpcmem_large_t *L, const rec_t *r, uint64_t now) {
 static inline int ends_on(const hpcmem_large_t *L) { return __atomic_load_n(&L->ends, __ATOMIC_RELAXED); }
 
 static void schedule(hpcmem_large_t *L, uint64_t now) {
-  uint64_t step = ends_on(L) ? L->decay_ns / 256 : L->decay_ns / 4;
+  /* with end placement on, the sweep (aged in allocations) wants passes
+   * more often than decay: every decay/256, but not more than once a ms */
+  uint64_t step = L->decay_ns / 4;
+  if (ends_on(L) && step > 1000000) step = L->decay_ns / 256 > 1000000 ? L->decay_ns / 256 : 1000000;
   L->next_decay_ns = now + step < now ? UINT64_MAX : now + step;
 }
 
@@ -1272,6 +1279,9 @@ static __attribute__((noinline)) int sweep_inside(hpcmem_large_t *L, rec_t *r, c
   if (!k) return 0;
   _hpcmem_unlock_st(&L->lock);
   _hpcmem_prim_decommit_many(rlo, rhi, k, L->discard);
+#ifdef HPCMEM_DEBUG
+  if (_hpcmem_large_unlocked_hook) _hpcmem_large_unlocked_hook(L);
+#endif
   _hpcmem_lock_st(&L->lock);
   for (unsigned x = 0; x < k; x++) {
     L->swept_pages += (size_t)(rhi[x] - rlo[x]) >> L->pshift;
@@ -1297,11 +1307,13 @@ int _hpcmem_large_free(hpcmem_large_t *L, void *p, size_t *size_out) {
       return rc;
     }
   }
-  if (ends_on(L) && (uint32_t)((uint32_t)L->alloc_count - r->astamp) >= L->sweep_allocs &&
-      sweep_inside(L, r, p) < 0) {
-    L->error_count++;
-    _hpcmem_unlock_st(&L->lock);
-    return -EALREADY;
+  if (ends_on(L) && (uint32_t)((uint32_t)L->alloc_count - r->astamp) >= L->sweep_allocs) {
+    if (sweep_inside(L, r, p) < 0) {
+      L->error_count++;
+      _hpcmem_unlock_st(&L->lock);
+      return -EALREADY;
+    }
+    slot = SIZE_MAX;   /* the table may have grown while the lock was released */
   }
   uint64_t now = clock_tick(L);
   size_t u = usable(r);

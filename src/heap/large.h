@@ -203,6 +203,11 @@ void _hpcmem_large_fork_prepare(hpcmem_large_t *L);
 void _hpcmem_large_fork_parent(hpcmem_large_t *L);
 void _hpcmem_large_fork_child(hpcmem_large_t *L);
 
+/* Debug builds (--enable-debug) only: called where an operation has
+ * released the tier's lock in its middle (the sweep inside a freed block),
+ * so that a test can run other operations there.  NULL unless a test sets it. */
+extern void (*_hpcmem_large_unlocked_hook)(hpcmem_large_t *L);
+
 /* Whether p lies in this tier's data region (not whether it is live). */
 static inline int _hpcmem_large_owns(const hpcmem_large_t *L, const void *p) {
   return (const char *)p >= L->base && (const char *)p < L->end;

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "config.h"
 extern "C" {
 #include "heap/large.h"
 #include "prim/prim.h"
@@ -1750,6 +1751,47 @@ TEST(_hpcmem_large_free, SweepInsideABlockThatLivedLong) {
   EXPECT_EQ(t.free(b), -EALREADY);
   EXPECT_EQ(t.free(z), 0);
   EXPECT_EQ(t.check(), 0);
+}
+
+namespace {
+std::vector<char *> grown;
+void grow_table(hpcmem_large_t *L) {   // 600 live blocks more: the hash table doubles three times
+  for (int i = 0; i < 600; i++) grown.push_back((char *)_hpcmem_large_alloc(L, 128 * KiB, 0));
+}
+}  // namespace
+
+// The sweep inside a freed block gives its pages back with the lock released
+// while the block is still live; another thread may allocate meanwhile and
+// double the hash table, so the free must look the block's slot up again.
+// Deterministic with the debug hook, which allocates right there.
+TEST(_hpcmem_large_free, SweepInsideWhileTheTableGrows) {
+#ifdef HPCMEM_DEBUG
+  Tier t(LONG, 4096 * MiB, 256, 128 * KiB, 0, 1, 0, 1);
+  char *y1 = t.alloc(1 * MiB), *y2 = t.alloc(1 * MiB), *z = t.alloc(1 * MiB);
+  for (auto p : {y1, y2, z}) write_ends(p, 1 * MiB);
+  ASSERT_EQ(t.free(y1), 0);
+  ASSERT_EQ(t.free(y2), 0);
+  char *x = t.alloc(2 * MiB - 64 * KiB);   // over y1 and y2: their written pages inside it
+  ASSERT_EQ(x, y1);
+  write_ends(x, 2 * MiB - 64 * KiB);
+  char *w = t.alloc(256 * KiB);   // handed out last: x's free looks x up in the table
+  size_t cap = t.stats().meta_bytes;
+  grown.clear();
+  _hpcmem_large_unlocked_hook = grow_table;
+  EXPECT_EQ(t.free(x), 0);
+  _hpcmem_large_unlocked_hook = nullptr;
+  ASSERT_EQ(grown.size(), 600u);
+  EXPECT_GT(t.stats().meta_bytes, cap + 600 * 128);   // records and a larger table
+  EXPECT_GT(t.stats().swept_pages, 0u);
+  EXPECT_EQ(t.check(), 0);
+  EXPECT_EQ(t.free(x), -EALREADY);
+  for (char *p : grown) ASSERT_EQ(t.free(p), 0);
+  EXPECT_EQ(t.free(z), 0);
+  EXPECT_EQ(t.free(w), 0);
+  EXPECT_EQ(t.check(), 0);
+#else
+  GTEST_SKIP() << "needs --enable-debug (the hook)";
+#endif
 }
 
 // ------------------------------------------------------------ primitives
