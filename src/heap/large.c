@@ -63,7 +63,8 @@ struct hpcmem_large_rec {
   hpcmem_large_rec_t *child[2], *parent;       /* free tree */
   hpcmem_large_rec_t *prev, *next;             /* address order (next: recycled list too) */
   uint32_t state;
-  uint32_t red;
+  uint16_t red;
+  uint16_t cls;                     /* FREE: the size class whose tree holds it (set_insert) */
   /* second line */
   char *data;                       /* LIVE: the pointer handed out */
   uint64_t stamp;                   /* FREE and dirty: when it became so */
@@ -341,12 +342,13 @@ static int next_class(const arena_t *A, unsigned c) {
 
 static void set_insert(arena_t *A, rec_t *r) {
   unsigned c = size_class(r->size);
+  r->cls = (uint16_t)c;   /* a block's size changes only while it is out of the tree */
   tree_insert(&A->roots[c], r);
   A->nonempty[c / 64] |= (uint64_t)1 << (c % 64);
 }
 
 static void set_erase(arena_t *A, rec_t *r) {
-  unsigned c = size_class(r->size);
+  unsigned c = r->cls;
   tree_erase(&A->roots[c], r);
   if (!A->roots[c]) A->nonempty[c / 64] &= ~((uint64_t)1 << (c % 64));
 }
@@ -480,9 +482,8 @@ static rec_t *release_block(hpcmem_large_t *L, rec_t *r, uint64_t now, uint32_t 
     anow = old->astamp;
     pos = old->dprev;
     fifo_remove(L, old);
-  } else if (L->dtail) {       /* an explicit `now` from the past, a quick-list block: keep the FIFO sorted */
-    if (L->dtail->stamp > stamp) stamp = L->dtail->stamp;
-    if ((int32_t)(anow - L->dtail->astamp) < 0) anow = L->dtail->astamp;
+  } else if (L->dtail && L->dtail->stamp > stamp) {
+    stamp = L->dtail->stamp;   /* an explicit `now` from the past: keep the FIFO sorted */
   }
   if (p) { free_unlink(L, p); absorb(L, p, r); r = p; }
   if (n) { free_unlink(L, n); absorb(L, r, n); }
@@ -1487,6 +1488,7 @@ static long check_tree(const rec_t *n, const rec_t *parent, size_t *count) {
   if (!n) return 1;
   if (n->parent != parent) return fail("tree parent link", n->start), -1;
   if (n->state != REC_FREE) return fail("non-free block in the tree", n->start), -1;
+  if (n->cls != size_class(n->size)) return fail("size class of a tree node", n->start), -1;
   if (n->red && parent && parent->red) return fail("red node with red parent", n->start), -1;
   if (n->child[0] && !key_less(n->child[0], n)) return fail("tree order (left)", n->start), -1;
   if (n->child[1] && !key_less(n, n->child[1])) return fail("tree order (right)", n->start), -1;
@@ -1654,4 +1656,3 @@ void _hpcmem_large_fork_child(hpcmem_large_t *L) {
     release_block(L, r, now, (uint32_t)L->alloc_count);
   }
 }
-

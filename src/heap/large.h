@@ -57,7 +57,7 @@ typedef struct hpcmem_large_rec hpcmem_large_rec_t;
 #define HPCMEM_LARGE_QUICK 8        /* most blocks the quick list holds */
 #define HPCMEM_LARGE_PROBE_MIN 4096 /* frees between residency probes, at first and after a change */
 #define HPCMEM_LARGE_PROBE_MAX 65536 /* ... at most, while the probes agree */
-#define HPCMEM_LARGE_SWEEP_ALLOCS 16384 /* the sweep: garbage this many allocations old goes back */
+#define HPCMEM_LARGE_SWEEP_ALLOCS 24576 /* the sweep: garbage this many allocations old goes back */
 #define HPCMEM_LARGE_CLASSES 192   /* size classes of the free-block trees (4 per power of 2) */
 typedef struct hpcmem_large_arena {
   char *lo, *top, *end;               /* blocks tile [lo, top); room up to end */
