@@ -904,8 +904,9 @@ int _hpcmem_large_init(hpcmem_large_t *L, const hpcmem_large_config_t *cfg) {
   L->ring = (uintptr_t *)(map + rec_bytes + 2 * hbytes);
   L->rbits = (uint64_t *)(map + rec_bytes + 2 * hbytes + ring_bytes + hbits_bytes);
   L->pshift = (unsigned)__builtin_ctzl(page);
-  /* end placement needs data that may start anywhere in a page */
-  L->ends_cfg = c.align > page ? -1 : c.ends;
+  /* end placement needs data that may start anywhere in a page, and pages
+   * that stay after a free (decay 0 gives every one back at once) */
+  L->ends_cfg = c.align > page || !c.decay_ns ? -1 : c.ends;
   L->ends = L->ends_cfg > 0;
   L->probe_score = 3;      /* one probe that finds written ends only turns it on */
   L->probe_min = c.probe_min ? c.probe_min : HPCMEM_LARGE_PROBE_MIN;

@@ -1714,6 +1714,21 @@ TEST(_hpcmem_large_decay, SweepOfManyRunsGivesBackTheWholeBlock) {
   EXPECT_EQ(t.check(), 0);
 }
 
+TEST(_hpcmem_large_alloc, EndPlacementOffWithImmediateDecay) {
+  Tier t(0, 4096 * MiB, 256, 128 * KiB, 0, 1);   // asked for, but decay 0 leaves nothing to land on
+  EXPECT_EQ(t.stats().ends_mode, 0);
+  char *a = t.alloc(1 * MiB), *b = t.alloc(1 * MiB);
+  write_ends(a, 1 * MiB);
+  ASSERT_EQ(t.free(a), 0);
+  EXPECT_EQ(resident(a, 1 * MiB), 0u);
+  char *c = t.alloc(512 * KiB);
+  EXPECT_EQ(c, a);
+  EXPECT_EQ(t.stats().land_tries, 0u);
+  EXPECT_EQ(t.free(b), 0);
+  EXPECT_EQ(t.free(c), 0);
+  EXPECT_EQ(t.check(), 0);
+}
+
 TEST(_hpcmem_large_decay, NoSweepWithEndPlacementOff) {
   Tier t(LONG, 4096 * MiB, 256, 128 * KiB, 0, -1, 0, 32);
   char *g0 = t.alloc(256 * KiB), *a = t.alloc(4 * MiB), *g1 = t.alloc(256 * KiB);
