@@ -57,7 +57,7 @@ typedef struct hpcmem_large_rec hpcmem_large_rec_t;
 #define HPCMEM_LARGE_QUICK 8        /* most blocks the quick list holds */
 #define HPCMEM_LARGE_PROBE_MIN 4096 /* frees between residency probes, at first and after a change */
 #define HPCMEM_LARGE_PROBE_MAX 65536 /* ... at most, while the probes agree */
-#define HPCMEM_LARGE_SWEEP_ALLOCS 24576 /* the sweep: garbage this many allocations old goes back */
+#define HPCMEM_LARGE_SWEEP_ALLOCS 32768 /* the sweep: garbage this many allocations old goes back */
 #define HPCMEM_LARGE_CLASSES 192   /* size classes of the free-block trees (4 per power of 2) */
 typedef struct hpcmem_large_arena {
   char *lo, *top, *end;               /* blocks tile [lo, top); room up to end */
@@ -144,6 +144,7 @@ typedef struct hpcmem_large {
    * because it holds the first or the last byte of a request handed out
    * since the page was last given back. */
   uint64_t *rbits;
+  uint64_t *obits;         /* stale: believed resident, inside a block its whole long life (mark_stale) */
   unsigned pshift;         /* log2(page) */
   int ends_cfg;            /* config.ends */
   int ends;                /* on now (the probe's verdict, or config.ends > 0) */
@@ -202,11 +203,6 @@ void _hpcmem_large_stats(hpcmem_large_t *L, hpcmem_large_stats_t *out);
 void _hpcmem_large_fork_prepare(hpcmem_large_t *L);
 void _hpcmem_large_fork_parent(hpcmem_large_t *L);
 void _hpcmem_large_fork_child(hpcmem_large_t *L);
-
-/* Debug builds (--enable-debug) only: called where an operation has
- * released the tier's lock in its middle (the sweep inside a freed block),
- * so that a test can run other operations there.  NULL unless a test sets it. */
-extern void (*_hpcmem_large_unlocked_hook)(hpcmem_large_t *L);
 
 /* Whether p lies in this tier's data region (not whether it is live). */
 static inline int _hpcmem_large_owns(const hpcmem_large_t *L, const void *p) {

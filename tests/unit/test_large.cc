@@ -13,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "config.h"
 extern "C" {
 #include "heap/large.h"
 #include "prim/prim.h"
@@ -1744,7 +1743,7 @@ TEST(_hpcmem_large_decay, NoSweepWithEndPlacementOff) {
   EXPECT_EQ(t.check(), 0);
 }
 
-TEST(_hpcmem_large_free, SweepInsideABlockThatLivedLong) {
+TEST(_hpcmem_large_alloc, StalePagesGoBackWhenSwallowedAgain) {
   Tier t(LONG, 4096 * MiB, 256, 128 * KiB, 0, 1, 0, 32);
   // y1 y2 y3 written at their ends and freed, then b carved over them with
   // its own ends elsewhere: y's ends are garbage inside b
@@ -1755,58 +1754,41 @@ TEST(_hpcmem_large_free, SweepInsideABlockThatLivedLong) {
   ASSERT_EQ(b, y1);
   write_ends(b, 3 * MiB - 64 * KiB);
   ASSERT_EQ(resident(y1, 3 * MiB), 7u);   // y1's, y2's and y3's two pages, b's last
-  char *c = t.alloc(256 * KiB);           // young: freed at once, nothing inside it goes
-  write_ends(c, 256 * KiB);
-  ASSERT_EQ(t.free(c), 0);
-  EXPECT_EQ(t.stats().swept_pages, 0u);
   age(t, 32);
-  ASSERT_EQ(t.free(b), 0);   // b lived 33 allocations: the 5 pages inside it go
+  ASSERT_EQ(t.free(b), 0);   // b lived 33 allocations: the 5 pages inside it are stale now
+  EXPECT_EQ(t.stats().swept_pages, 0u);
+  EXPECT_EQ(resident(y1, 3 * MiB), 7u);
+  // c lands where b was (b's ends are its ends) and swallows the stale
+  // pages: they go back before c is handed out
+  uint64_t hits = t.stats().land_hits;
+  char *c = t.alloc(3 * MiB - 64 * KiB);
+  ASSERT_EQ(c, y1);
+  EXPECT_EQ(t.stats().land_hits, hits + 1);
   EXPECT_EQ(t.stats().swept_pages, 5u);
-  EXPECT_EQ(resident(y1, 3 * MiB), 2u);   // b's own first and last page stay
-  EXPECT_EQ(t.free(b), -EALREADY);
+  EXPECT_EQ(resident(y1, 3 * MiB), 2u);
+  write_ends(c, 3 * MiB - 64 * KiB);
+  EXPECT_EQ(resident(y1, 3 * MiB), 2u);
+  EXPECT_EQ(t.free(c), 0);
   EXPECT_EQ(t.free(z), 0);
   EXPECT_EQ(t.check(), 0);
 }
 
-namespace {
-std::vector<char *> grown;
-void grow_table(hpcmem_large_t *L) {   // 600 live blocks more: the hash table doubles three times
-  for (int i = 0; i < 600; i++) grown.push_back((char *)_hpcmem_large_alloc(L, 128 * KiB, 0));
-}
-}  // namespace
-
-// The sweep inside a freed block gives its pages back with the lock released
-// while the block is still live; another thread may allocate meanwhile and
-// double the hash table, so the free must look the block's slot up again.
-// Deterministic with the debug hook, which allocates right there.
-TEST(_hpcmem_large_free, SweepInsideWhileTheTableGrows) {
-#ifdef HPCMEM_DEBUG
-  Tier t(LONG, 4096 * MiB, 256, 128 * KiB, 0, 1, 0, 1);
+TEST(_hpcmem_large_alloc, YoungGarbageInsideABlockStays) {
+  Tier t(LONG, 4096 * MiB, 256, 128 * KiB, 0, 1, 0, 32);
   char *y1 = t.alloc(1 * MiB), *y2 = t.alloc(1 * MiB), *z = t.alloc(1 * MiB);
   for (auto p : {y1, y2, z}) write_ends(p, 1 * MiB);
-  ASSERT_EQ(t.free(y1), 0);
-  ASSERT_EQ(t.free(y2), 0);
-  char *x = t.alloc(2 * MiB - 64 * KiB);   // over y1 and y2: their written pages inside it
-  ASSERT_EQ(x, y1);
-  write_ends(x, 2 * MiB - 64 * KiB);
-  char *w = t.alloc(256 * KiB);   // handed out last: x's free looks x up in the table
-  size_t cap = t.stats().meta_bytes;
-  grown.clear();
-  _hpcmem_large_unlocked_hook = grow_table;
-  EXPECT_EQ(t.free(x), 0);
-  _hpcmem_large_unlocked_hook = nullptr;
-  ASSERT_EQ(grown.size(), 600u);
-  EXPECT_GT(t.stats().meta_bytes, cap + 600 * 128);   // records and a larger table
-  EXPECT_GT(t.stats().swept_pages, 0u);
-  EXPECT_EQ(t.check(), 0);
-  EXPECT_EQ(t.free(x), -EALREADY);
-  for (char *p : grown) ASSERT_EQ(t.free(p), 0);
+  for (auto p : {y1, y2}) ASSERT_EQ(t.free(p), 0);
+  char *b = t.alloc(2 * MiB - 64 * KiB);
+  ASSERT_EQ(b, y1);
+  write_ends(b, 2 * MiB - 64 * KiB);
+  ASSERT_EQ(t.free(b), 0);   // lived one allocation: not stale
+  char *c = t.alloc(2 * MiB - 64 * KiB);
+  ASSERT_EQ(c, y1);
+  EXPECT_EQ(t.stats().swept_pages, 0u);
+  EXPECT_EQ(resident(y1, 2 * MiB), 5u);   // y1's two pages, y2's two, b's (and c's) last
+  EXPECT_EQ(t.free(c), 0);
   EXPECT_EQ(t.free(z), 0);
-  EXPECT_EQ(t.free(w), 0);
   EXPECT_EQ(t.check(), 0);
-#else
-  GTEST_SKIP() << "needs --enable-debug (the hook)";
-#endif
 }
 
 // ------------------------------------------------------------ primitives
