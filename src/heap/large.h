@@ -139,12 +139,12 @@ typedef struct hpcmem_large {
   uint64_t *hbits;                       /* huge arena: 2 MiB chunks advised MADV_HUGEPAGE */
   unsigned ring_pos;
 
-  /* End placement and sweep (docs/large-tier.md, "Block ends").  rbits has
-   * one bit per page of the data region: the page is believed resident
-   * because it holds the first or the last byte of a request handed out
-   * since the page was last given back. */
-  uint64_t *rbits;
-  uint64_t *obits;         /* stale: believed resident, inside a block its whole long life (mark_stale) */
+  /* End placement and sweep (docs/large-tier.md, "Block ends").  Two bits
+   * per page of the data region, the words of 64 pages side by side (one
+   * cache line for both): bits[w][0], the page is believed resident because
+   * it holds the first or the last byte of a request handed out since it was
+   * last given back; bits[w][1], it is also stale (see mark_stale). */
+  uint64_t (*bits)[2];
   unsigned pshift;         /* log2(page) */
   int ends_cfg;            /* config.ends */
   int ends;                /* on now (the probe's verdict, or config.ends > 0) */
