@@ -1192,6 +1192,18 @@ static unsigned collect_stale(hpcmem_large_t *L, const rec_t *r, char **rlo, cha
   return k;
 }
 
+/* End placement on: the block r just carved gives back the stale pages it
+ * swallowed, after the lock is released (the block is the caller's from
+ * then on, nobody else may carve there) and before it is handed out.  Out
+ * of large_alloc's way: its arrays and calls cost the other mode nothing. */
+static __attribute__((noinline)) void stale_unlock(hpcmem_large_t *L, const rec_t *r, uint64_t now) {
+  char *slo[STALE_RUNS], *shi[STALE_RUNS];
+  unsigned ns = collect_stale(L, r, slo, shi, STALE_RUNS);
+  if (ns) count_swept(L, slo, shi, ns);
+  finish_unlock(L, now);
+  if (ns) _hpcmem_prim_decommit_many(slo, shi, ns, L->discard);
+}
+
 static inline int in_huge_arena(const hpcmem_large_t *L, const rec_t *r) {
   return L->hbits && r->start >= L->ar[1].lo;
 }
@@ -1260,9 +1272,6 @@ static void *large_alloc(hpcmem_large_t *L, size_t size, size_t align, size_t *u
   L->hcount++;
   mark_ends(L, r, size);
   L->last_out = r;
-  char *slo[STALE_RUNS], *shi[STALE_RUNS];
-  unsigned ns = ends_on(L) ? collect_stale(L, r, slo, shi, STALE_RUNS) : 0;
-  if (ns) count_swept(L, slo, shi, ns);
   if (in_huge_arena(L, r)) thp_advise(L, r);
   size_t u = usable(r);
   L->live_blocks++;
@@ -1270,10 +1279,8 @@ static void *large_alloc(hpcmem_large_t *L, size_t size, size_t align, size_t *u
   L->overhead_bytes += lead;
   L->alloc_count++;
   DEBUG_LOCAL(L, r);
-  finish_unlock(L, now);
-  /* the block is the caller's from here: its stale pages go back before it is
-   * handed out, without the lock */
-  if (ns) _hpcmem_prim_decommit_many(slo, shi, ns, L->discard);
+  if (ends_on(L)) stale_unlock(L, r, now);
+  else finish_unlock(L, now);
   if (zero) {
     if (zlo < data) zlo = data;
     if (zhi > data + u) zhi = data + u;
@@ -1348,6 +1355,13 @@ static __attribute__((noinline, cold)) void probe(hpcmem_large_t *L, const rec_t
   L->probe_count++;
 }
 
+/* At a free, under the lock: the residency probe when it is due, and with
+ * end placement on, the stale pages inside a block that lived long. */
+static __attribute__((noinline)) void free_ends(hpcmem_large_t *L, const rec_t *r) {
+  if (!L->probe_wait) probe(L, r);
+  if (ends_on(L) && (uint32_t)((uint32_t)L->alloc_count - r->astamp) >= L->sweep_allocs) mark_stale(L, r);
+}
+
 static void unaccount_live(hpcmem_large_t *L, rec_t *r) {
   L->live_blocks--;
   L->live_bytes -= usable(r);
@@ -1370,10 +1384,10 @@ int _hpcmem_large_free(hpcmem_large_t *L, void *p, size_t *size_out) {
       return rc;
     }
   }
-  if (ends_on(L) && (uint32_t)((uint32_t)L->alloc_count - r->astamp) >= L->sweep_allocs) mark_stale(L, r);
+  /* a probe due, or end placement on: both rare or cheap next to the rest */
+  if (__builtin_expect((--L->probe_wait == 0) | ends_on(L), 0)) free_ends(L, r);
   uint64_t now = clock_tick(L);
   size_t u = usable(r);
-  if (__builtin_expect(--L->probe_wait == 0, 0)) probe(L, r);
   unaccount_live(L, r);
   L->free_count++;
   if (L->quick_max) {
