@@ -14,6 +14,8 @@
  *  - every LIVE or CACHED block's data pointer is in the hash table, mapped
  *    to its record, and nothing else is; the quick list holds exactly the
  *    CACHED blocks, oldest first;
+ *  - a LIVE block's last requested byte (tail) lies inside it; a stale page
+ *    is a believed-resident one (docs/large-tier.md, "Block ends");
  *  - a FREE block reads as zero outside its dirty hull. */
 #include "config.h"
 #include "heap/large.h"

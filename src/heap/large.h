@@ -83,7 +83,7 @@ typedef struct hpcmem_large_stats {
   int ends_mode;          /* 1: block ends placed on believed-resident pages and swept */
   uint64_t land_tries;    /* allocations placed with end placement on */
   uint64_t land_hits;     /* ... whose first and last page were both believed resident */
-  uint64_t swept_pages;   /* believed-resident pages of free blocks given back early (the sweep) */
+  uint64_t swept_pages;   /* believed-resident pages given back early (the sweep, stale pages) */
   uint64_t probe_count;   /* residency probes made */
   uint64_t alloc_count;
   uint64_t free_count;
