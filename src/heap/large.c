@@ -14,6 +14,8 @@
  *  - every LIVE or CACHED block's data pointer is in the hash table, mapped
  *    to its record, and nothing else is; the quick list holds exactly the
  *    CACHED blocks, oldest first;
+ *  - a LIVE block's last requested byte (tail) lies inside it; a stale page
+ *    is a believed-resident one (docs/large-tier.md, "Block ends");
  *  - a FREE block reads as zero outside its dirty hull. */
 #include "config.h"
 #include "heap/large.h"
@@ -28,6 +30,16 @@
 #define RING 1024                       /* recent frees kept to tell a double free */
 #define HASH_MIN 256                    /* slots of the smallest table */
 #define DECAY_BATCH 32
+#define SWEEP_RUNS 128                  /* runs of pages given back by one sweep batch */
+#define SWEEP_VISITS 1024               /* decay-list entries one sweep pass looks at */
+#define STALE_RUNS 32                   /* runs of stale pages given back at one allocation */
+/* End placement looks at this many free blocks, from the best fit up, and at
+ * most this many believed-resident first pages in each (docs/large-tier.md).
+ * Residents with tags at N = 4,096: 32 blocks 323-338 MiB, 159 k faults,
+ * 1.6-1.8 s of CPU; 8 blocks 605-614 MiB, 244 k, 1.6-2.0 s; 2 blocks
+ * 1,141 MiB, 435 k, 1.9-2.1 s. */
+#define LAND_CANDIDATES 32
+#define LAND_HEADS 64
 #define THP_SIZE ((size_t)2 << 20)
 /* Transparent huge pages only for blocks of at least this size, in an arena
  * of their own.  Marking the whole region made every first touch fault in
@@ -57,13 +69,16 @@ struct hpcmem_large_rec {
   hpcmem_large_rec_t *child[2], *parent;       /* free tree */
   hpcmem_large_rec_t *prev, *next;             /* address order (next: recycled list too) */
   uint32_t state;
-  uint32_t red;
+  uint16_t red;
+  uint16_t cls;                     /* FREE: the size class whose tree holds it (set_insert) */
   /* second line */
   char *data;                       /* LIVE: the pointer handed out */
   uint64_t stamp;                   /* FREE and dirty: when it became so */
   hpcmem_large_rec_t *dprev, *dnext;  /* decay FIFO (FREE) or busy list (BUSY) */
   char *dlo, *dhi;                  /* dirty hull: may be backed and non-zero */
-  uint64_t spare_[2];
+  char *tail;                       /* LIVE: the last byte of the request */
+  uint32_t swept;                   /* FREE: its believed-resident pages were given back (sweep) */
+  uint32_t astamp;                  /* FREE and dirty: allocations made when it became so (mod 2^32) */
 } __attribute__((aligned(64)));
 
 /* Slot of the table from data pointer to record (linear probing; key 0 is
@@ -85,6 +100,43 @@ static inline arena_t *arena_of(hpcmem_large_t *L, const rec_t *r) {
 
 static inline size_t lead_for(const char *start, size_t align) {
   return (size_t)(up((uintptr_t)start, align) - (uintptr_t)start);
+}
+
+/* Pages believed resident (see large.h); indexes are pages from L->base. */
+static inline size_t pidx(const hpcmem_large_t *L, const void *p) {
+  return (size_t)((const char *)p - L->base) >> L->pshift;
+}
+static inline int rbit(const hpcmem_large_t *L, size_t i) { return (int)((L->bits[i / 64][0] >> (i % 64)) & 1); }
+static inline void rbit_set(hpcmem_large_t *L, size_t i) { L->bits[i / 64][0] |= (uint64_t)1 << (i % 64); }
+
+/* Forget the pages [lo, hi) (page aligned): they were given back. */
+static void bits_clear(hpcmem_large_t *L, const char *lo, const char *hi) {
+  size_t i = pidx(L, lo), e = pidx(L, hi);
+  for (; i < e && i % 64; i++) {
+    L->bits[i / 64][0] &= ~((uint64_t)1 << (i % 64));
+    L->bits[i / 64][1] &= ~((uint64_t)1 << (i % 64));
+  }
+  for (; i + 64 <= e; i += 64)
+    if (L->bits[i / 64][0]) L->bits[i / 64][0] = L->bits[i / 64][1] = 0;   /* reads first: most words are
+                                                                        zero, and never backed */
+  for (; i < e; i++) {
+    L->bits[i / 64][0] &= ~((uint64_t)1 << (i % 64));
+    L->bits[i / 64][1] &= ~((uint64_t)1 << (i % 64));
+  }
+}
+
+/* Mark the believed-resident pages of [lo, hi) (page aligned) stale: they
+ * stayed inside a block for its whole long life without being one of its
+ * ends (see large_alloc). */
+static void stale_mark(hpcmem_large_t *L, const char *lo, const char *hi) {
+  size_t i = pidx(L, lo), e = pidx(L, hi);
+  while (i < e) {
+    size_t w = i / 64, stop = (w + 1) * 64 < e ? (w + 1) * 64 : e;
+    uint64_t m = (stop - w * 64 == 64 ? ~(uint64_t)0 : ((uint64_t)1 << (stop - w * 64)) - 1) &
+                 (~(uint64_t)0 << (i % 64));
+    L->bits[w][1] |= L->bits[w][0] & m;
+    i = stop;
+  }
 }
 
 /* ---------------------------------------------------------------- records */
@@ -317,12 +369,13 @@ static int next_class(const arena_t *A, unsigned c) {
 
 static void set_insert(arena_t *A, rec_t *r) {
   unsigned c = size_class(r->size);
+  r->cls = (uint16_t)c;   /* a block's size changes only while it is out of the tree */
   tree_insert(&A->roots[c], r);
   A->nonempty[c / 64] |= (uint64_t)1 << (c % 64);
 }
 
 static void set_erase(arena_t *A, rec_t *r) {
-  unsigned c = size_class(r->size);
+  unsigned c = r->cls;
   tree_erase(&A->roots[c], r);
   if (!A->roots[c]) A->nonempty[c / 64] &= ~((uint64_t)1 << (c % 64));
 }
@@ -415,6 +468,7 @@ static void clip_hull(rec_t *r, char *lo, char *hi) {
 /* b directly follows a: a takes over b's extent and dirty pages. */
 static void absorb(hpcmem_large_t *L, rec_t *a, rec_t *b) {
   a->size += b->size;
+  a->swept &= b->swept;
   a->next = b->next;
   if (b->next) b->next->prev = a; else arena_of(L, a)->last = a;
   if (b->dlo < b->dhi) {
@@ -436,7 +490,7 @@ static void absorb(hpcmem_large_t *L, rec_t *a, rec_t *b) {
  * to an old free region keep that region's pages forever.  The price is
  * that a piece freed next to an old dirty block may go back to the OS with
  * it, once per decay period at most. */
-static rec_t *release_block(hpcmem_large_t *L, rec_t *r, uint64_t now) {
+static rec_t *release_block(hpcmem_large_t *L, rec_t *r, uint64_t now, uint32_t anow) {
   rec_t *p = r->prev, *n = r->next, *old = NULL, *pos = L->dtail;
   if (p && p->state != REC_FREE) p = NULL;
   if (n && n->state != REC_FREE) n = NULL;
@@ -452,6 +506,7 @@ static rec_t *release_block(hpcmem_large_t *L, rec_t *r, uint64_t now) {
   uint64_t stamp = now;
   if (old) {
     stamp = old->stamp;
+    anow = old->astamp;
     pos = old->dprev;
     fifo_remove(L, old);
   } else if (L->dtail && L->dtail->stamp > stamp) {
@@ -462,6 +517,7 @@ static rec_t *release_block(hpcmem_large_t *L, rec_t *r, uint64_t now) {
   free_attach(L, r);
   if (r->dlo < r->dhi) {
     r->stamp = stamp;
+    r->astamp = anow;
     fifo_insert_after(L, pos, r);
   }
   return r;
@@ -470,7 +526,7 @@ static rec_t *release_block(hpcmem_large_t *L, rec_t *r, uint64_t now) {
 /* Cut [start, end) of a new piece off block r into a fresh free block that
  * inherits r's dirty pages there and r's FIFO place (pos, stamp). */
 static rec_t *split_free(hpcmem_large_t *L, rec_t *r, rec_t *piece, int before,
-                         size_t bytes, rec_t **pos, uint64_t stamp) {
+                         size_t bytes, rec_t **pos, uint64_t stamp, uint32_t astamp) {
   char *dlo = r->dlo, *dhi = r->dhi;
   if (before) {
     piece->start = r->start;
@@ -490,9 +546,11 @@ static rec_t *split_free(hpcmem_large_t *L, rec_t *r, rec_t *piece, int before,
   }
   r->size -= bytes;
   clip_hull(piece, dlo, dhi);
+  piece->swept = r->swept;
   free_attach(L, piece);
   if (piece->dlo < piece->dhi) {
     piece->stamp = stamp;
+    piece->astamp = astamp;
     fifo_insert_after(L, *pos, piece);
     *pos = piece;
   }
@@ -563,7 +621,8 @@ static void quick_evict(hpcmem_large_t *L, unsigned i) {
   r->data = NULL;
   r->dlo = r->start;
   r->dhi = rend(r);
-  r = release_block(L, r, r->stamp);
+  r->swept = 0;
+  r = release_block(L, r, r->stamp, r->astamp);
   DEBUG_LOCAL(L, r);
 }
 
@@ -571,6 +630,7 @@ static void quick_evict(hpcmem_large_t *L, unsigned i) {
 static void quick_push(hpcmem_large_t *L, rec_t *r, uint64_t now) {
   r->state = REC_CACHED;
   r->stamp = now;
+  r->astamp = (uint32_t)L->alloc_count;
   r->dlo = r->start;     /* the owner may have touched all of it */
   r->dhi = rend(r);
   L->quick_bytes += r->size;   /* counted first: the byte sums hold while the oldest leave */
@@ -609,8 +669,14 @@ static int decay_due(const hpcmem_large_t *L, const rec_t *r, uint64_t now) {
   return now >= r->stamp && now - r->stamp >= L->decay_ns;
 }
 
+/* End placement on now (one load: the configuration is folded in at init) */
+static inline int ends_on(const hpcmem_large_t *L) { return __atomic_load_n(&L->ends, __ATOMIC_RELAXED); }
+
 static void schedule(hpcmem_large_t *L, uint64_t now) {
+  /* with end placement on, the sweep (aged in allocations) wants passes
+   * more often than decay: every decay/256, but not more than once a ms */
   uint64_t step = L->decay_ns / 4;
+  if (ends_on(L) && step > 1000000) step = L->decay_ns / 256 > 1000000 ? L->decay_ns / 256 : 1000000;
   L->next_decay_ns = now + step < now ? UINT64_MAX : now + step;
 }
 
@@ -618,22 +684,84 @@ static void quick_expire(hpcmem_large_t *L, uint64_t now, int force) {
   while (L->nquick && (force || decay_due(L, L->quick[0], now))) quick_evict(L, 0);
 }
 
+/* Runs of believed-resident pages in [a, b) (page aligned) appended to
+ * rlo/rhi from *k, at most cap in all, their bits cleared.  -1 (nothing
+ * appended or cleared) when they do not fit. */
+static int collect_runs(hpcmem_large_t *L, char *a, char *b, char **rlo, char **rhi, unsigned *k, unsigned cap) {
+  size_t i = pidx(L, a), e = pidx(L, b);
+  unsigned k0 = *k, kk = k0;
+  while (i < e) {
+    uint64_t w = L->bits[i / 64][0] & (~(uint64_t)0 << (i % 64));
+    while (!w && (i = (i / 64 + 1) * 64) < e) w = L->bits[i / 64][0];
+    if (!w) break;
+    size_t s0 = i / 64 * 64 + (size_t)__builtin_ctzll(w);
+    if (s0 >= e) break;
+    uint64_t z = ~L->bits[s0 / 64][0] & (~(uint64_t)0 << (s0 % 64));
+    size_t t = s0;
+    while (!z && (t = (t / 64 + 1) * 64) < e) z = ~L->bits[t / 64][0];
+    t = z ? t / 64 * 64 + (size_t)__builtin_ctzll(z) : e;
+    if (t > e) t = e;
+    if (kk == cap) return -1;
+    rlo[kk] = L->base + (s0 << L->pshift);
+    rhi[kk] = L->base + (t << L->pshift);
+    kk++;
+    i = t;
+  }
+  for (unsigned x = k0; x < kk; x++) bits_clear(L, rlo[x], rhi[x]);
+  *k = kk;
+  return 0;
+}
+
+static void count_swept(hpcmem_large_t *L, char *const *lo, char *const *hi, unsigned n) {
+  for (unsigned x = 0; x < n; x++) {
+    L->swept_pages += (size_t)(hi[x] - lo[x]) >> L->pshift;
+    L->decayed_bytes += (size_t)(hi[x] - lo[x]);
+  }
+  L->decay_count += n;
+}
+
+/* The whole pages of free block r's dirty hull, [*a, *b), and the hull
+ * clipped to the block, [*ha, *hb). */
+static void hull_pages(const hpcmem_large_t *L, const rec_t *r, char **ha, char **hb, char **a, char **b) {
+  *ha = r->dlo > r->start ? r->dlo : r->start;
+  *hb = r->dhi < rend(r) ? r->dhi : rend(r);
+  *a = (char *)up((uintptr_t)*ha, L->page);
+  *b = (char *)down((uintptr_t)*hb, L->page);
+}
+
+/* Free block r leaves the tree for the decay list's batch (BUSY): nobody
+ * allocates it while its pages go back without the lock. */
+static void make_busy(hpcmem_large_t *L, rec_t *r, char *ha, char *hb) {
+  free_detach(L, r);
+  r->state = REC_BUSY;
+  r->dlo = ha; r->dhi = hb;   /* what fork_child must assume is still dirty */
+  L->free_blocks++;
+  L->free_bytes += r->size;
+  busy_push(L, r);
+}
+
 /* Entered with the lock held, leaves it released.  Old dirty free blocks
  * are taken out (BUSY) so nobody allocates them while madvise runs without
- * the lock; then they rejoin their neighbours as clean blocks. */
+ * the lock; then they rejoin their neighbours as clean blocks.  With end
+ * placement on, the sweep also takes out free blocks that stayed dirty
+ * while sweep_allocs blocks were allocated and were not swept yet, and
+ * gives back only their believed-resident pages; they rejoin still dirty
+ * (the rest of the hull waits for decay). */
 static void decay_unlock(hpcmem_large_t *L, uint64_t now, int force) {
   for (;;) {
     rec_t *batch[DECAY_BATCH];
-    char *lo[DECAY_BATCH], *hi[DECAY_BATCH];
+    char *lo[DECAY_BATCH], *hi[DECAY_BATCH];   /* hull decay: pages [lo, hi); sweep: lo NULL */
+    unsigned first[DECAY_BATCH + 1];           /* sweep: runs [first[i], first[i + 1]) */
+    char *rlo[SWEEP_RUNS], *rhi[SWEEP_RUNS];
     int n = 0, more = 0;
+    unsigned nr = 0;
     quick_expire(L, now, force);
     while (L->dhead) {
       rec_t *r = L->dhead;
       if (!force && !decay_due(L, r, now)) break;
       if (n == DECAY_BATCH) { more = 1; break; }
-      char *ha = r->dlo > r->start ? r->dlo : r->start;
-      char *hb = r->dhi < rend(r) ? r->dhi : rend(r);
-      char *a = (char *)up((uintptr_t)ha, L->page), *b = (char *)down((uintptr_t)hb, L->page);
+      char *ha, *hb, *a, *b;
+      hull_pages(L, r, &ha, &hb, &a, &b);
       if (a >= b) {     /* only pages shared with live neighbours: clear our bytes of them */
         fifo_remove(L, r);
         L->retained_bytes -= hull(r);
@@ -641,14 +769,37 @@ static void decay_unlock(hpcmem_large_t *L, uint64_t now, int force) {
         r->dlo = r->dhi = NULL;
         continue;
       }
-      free_detach(L, r);
-      r->state = REC_BUSY;
-      r->dlo = ha; r->dhi = hb;   /* what fork_child must assume is still dirty */
-      L->free_blocks++;
-      L->free_bytes += r->size;
-      busy_push(L, r);
+      make_busy(L, r, ha, hb);
+      first[n] = nr;
       batch[n] = r; lo[n] = a; hi[n] = b; n++;
     }
+    if (!more && !force && ends_on(L)) {
+      int visits = 0;
+      for (rec_t *r = L->dhead, *nx; r && visits < SWEEP_VISITS; r = nx, visits++) {
+        nx = r->dnext;
+        if ((uint32_t)((uint32_t)L->alloc_count - r->astamp) < L->sweep_allocs) break;
+        if (r->swept) continue;
+        if (n == DECAY_BATCH) { more = 1; break; }
+        char *ha, *hb, *a, *b;
+        hull_pages(L, r, &ha, &hb, &a, &b);
+        unsigned k = nr;
+        if (a < b && collect_runs(L, a, b, rlo, rhi, &k, SWEEP_RUNS) < 0) {
+          if (nr) { more = 1; break; }   /* the next batch */
+          /* more runs than a batch holds: believed resident almost
+           * everywhere, so the whole hull goes back, as at decay */
+          make_busy(L, r, ha, hb);
+          first[n] = nr;
+          batch[n] = r; lo[n] = a; hi[n] = b; n++;
+          continue;
+        }
+        if (k == nr) { r->swept = 1; continue; }   /* nothing believed resident */
+        make_busy(L, r, ha, hb);
+        first[n] = nr;
+        batch[n] = r; lo[n] = NULL; hi[n] = NULL; n++;
+        nr = k;
+      }
+    }
+    first[n] = nr;
     if (!more) schedule(L, now);
     _hpcmem_unlock_st(&L->lock);
     if (!n) return;
@@ -657,21 +808,29 @@ static void decay_unlock(hpcmem_large_t *L, uint64_t now, int force) {
        * neighbours are cleared, so that a free block reads as zero outside
        * its dirty hull (what _hpcmem_large_alloc_zeroed relies on) */
       rec_t *r = batch[i];
+      if (!lo[i]) continue;   /* sweep: its runs go back all at once, below */
       if (L->discard) _hpcmem_prim_discard(lo[i], (size_t)(hi[i] - lo[i]));
       else _hpcmem_prim_decommit(lo[i], (size_t)(hi[i] - lo[i]));
       memset(r->dlo, 0, (size_t)(lo[i] - r->dlo));
       memset(hi[i], 0, (size_t)(r->dhi - hi[i]));
     }
+    if (nr) _hpcmem_prim_decommit_many(rlo, rhi, nr, L->discard);
     _hpcmem_lock_st(&L->lock);
     for (int i = 0; i < n; i++) {
       rec_t *r = batch[i];
       busy_remove(L, r);
       L->free_blocks--;
       L->free_bytes -= r->size;
-      L->decayed_bytes += (size_t)(hi[i] - lo[i]);
-      L->decay_count++;
-      r->dlo = r->dhi = NULL;
-      r = release_block(L, r, now);
+      if (lo[i]) {
+        L->decayed_bytes += (size_t)(hi[i] - lo[i]);
+        L->decay_count++;
+        bits_clear(L, lo[i], hi[i]);
+        r->dlo = r->dhi = NULL;
+      } else {
+        count_swept(L, rlo + first[i], rhi + first[i], first[i + 1] - first[i]);
+        r->swept = 1;              /* dirty still: the rest of its hull waits for decay */
+      }
+      r = release_block(L, r, now, (uint32_t)L->alloc_count);
       DEBUG_LOCAL(L, r);
     }
     if (!more && !(force && L->dhead)) { _hpcmem_unlock_st(&L->lock); return; }
@@ -714,6 +873,9 @@ void _hpcmem_large_config_from_options(hpcmem_large_config_t *cfg) {
   cfg->discard = 0;
   cfg->quick = HPCMEM_LARGE_QUICK;
   cfg->warm = 0;
+  cfg->ends = 0;
+  cfg->probe_min = 0;
+  cfg->sweep_allocs = 0;
 }
 
 int _hpcmem_large_init(hpcmem_large_t *L, const hpcmem_large_config_t *cfg) {
@@ -742,7 +904,8 @@ int _hpcmem_large_init(hpcmem_large_t *L, const hpcmem_large_config_t *cfg) {
   size_t ring_bytes = up(RING * sizeof(uintptr_t), page);
   int two = c.thp && !c.region && reserve >= 4 * THP_BLOCK_MIN;
   size_t hbits_bytes = two ? up((reserve / THP_SIZE + 63) / 64 * 8, page) : 0;
-  size_t meta = up(rec_bytes + 2 * hbytes + ring_bytes + hbits_bytes, gran);
+  size_t bits_bytes = up((reserve / page + 63) / 64 * 16, page);   /* 64 MiB a TiB */
+  size_t meta = up(rec_bytes + 2 * hbytes + ring_bytes + hbits_bytes + bits_bytes, gran);
   char *map = _hpcmem_prim_reserve(c.region ? meta : meta + reserve, gran);
   if (!map) return -(errno ? errno : ENOMEM);
 
@@ -766,6 +929,16 @@ int _hpcmem_large_init(hpcmem_large_t *L, const hpcmem_large_config_t *cfg) {
   L->hcap_max = hcap_max;
   L->hshift = 64 - (unsigned)__builtin_ctzl(HASH_MIN);
   L->ring = (uintptr_t *)(map + rec_bytes + 2 * hbytes);
+  L->bits = (uint64_t (*)[2])(map + rec_bytes + 2 * hbytes + ring_bytes + hbits_bytes);
+  L->pshift = (unsigned)__builtin_ctzl(page);
+  /* end placement needs data that may start anywhere in a page, and pages
+   * that stay after a free (decay 0 gives every one back at once) */
+  L->ends_cfg = c.align > page || !c.decay_ns ? -1 : c.ends;
+  L->ends = L->ends_cfg > 0;
+  L->probe_score = 3;      /* one probe that finds written ends only turns it on */
+  L->probe_min = c.probe_min ? c.probe_min : HPCMEM_LARGE_PROBE_MIN;
+  L->probe_gap = L->probe_wait = L->probe_min;
+  L->sweep_allocs = c.sweep_allocs ? c.sweep_allocs : HPCMEM_LARGE_SWEEP_ALLOCS;
   L->base = c.region ? c.region : map + meta;
   L->end = L->base + reserve;
   L->narenas = 1;
@@ -802,6 +975,7 @@ int _hpcmem_large_init(hpcmem_large_t *L, const hpcmem_large_config_t *cfg) {
     void *w = _hpcmem_large_alloc(L, c.warm, 0);
     if (w) _hpcmem_large_free(L, w, NULL);
     L->alloc_count = L->free_count = L->grow_count = 0;
+    L->land_tries = L->land_hits = 0;
   }
   return 0;
 }
@@ -857,9 +1031,72 @@ static rec_t *grow(hpcmem_large_t *L, arena_t *A, size_t kb, size_t align, size_
   return r;
 }
 
+/* End placement (docs/large-tier.md, "Block ends"): a place in free block c
+ * for a request of `size` bytes whose first and last pages are both
+ * believed resident; 1 and *lead (data - c->start), or 0.  The data may
+ * start anywhere in its first page, so the last byte can fall on either of
+ * two pages: each believed-resident page of c that can hold the first byte
+ * is tried with both (at most LAND_HEADS of them). */
+static int land_in(const hpcmem_large_t *L, const rec_t *c, size_t kb, size_t size, size_t *lead) {
+  const uintptr_t G = L->align, P = L->page, base = (uintptr_t)L->base;
+  uintptr_t lo = (uintptr_t)c->start, hi = lo + (c->size - kb);   /* data in [lo, hi] */
+  size_t plo = pidx(L, (char *)lo), phi = pidx(L, (char *)hi);
+  if (phi - plo >= 64 * 16) phi = plo + 64 * 16 - 1;   /* 16 words of first pages at most */
+  int heads = 0;
+  for (size_t w = plo / 64; w <= phi / 64; w++) {
+    uint64_t m = L->bits[w][0];
+    if (w == plo / 64) m &= ~(uint64_t)0 << (plo % 64);
+    if (w == phi / 64 && phi % 64 != 63) m &= ((uint64_t)1 << (phi % 64 + 1)) - 1;
+    for (; m; m &= m - 1) {
+      if (++heads > LAND_HEADS) return 0;
+      uintptr_t pb = base + ((w * 64 + (size_t)__builtin_ctzll(m)) << L->pshift);
+      uintptr_t dlo = pb > lo ? pb : lo, dhi = pb + P - G < hi ? pb + P - G : hi;
+      if (dlo > dhi) continue;
+      for (size_t t = pidx(L, (char *)(dlo + size - 1)); t <= pidx(L, (char *)(dhi + size - 1)); t++) {
+        if (!rbit(L, t)) continue;
+        uintptr_t tb = base + (t << L->pshift);   /* data + size - 1 in [tb, tb + P) */
+        uintptr_t a = tb >= size - 1 && tb - (size - 1) > dlo ? up(tb - (size - 1), G) : dlo;
+        uintptr_t b = tb + P - size < dhi ? tb + P - size : dhi;
+        if (a <= b) { *lead = (size_t)(a - lo); return 1; }
+      }
+    }
+  }
+  return 0;
+}
+
+/* The best fit r, or a free block a little larger where the request's
+ * first and last pages land on believed-resident pages (*lead set). */
+static inline void land_prefetch(const hpcmem_large_t *L, const rec_t *c, size_t size) {
+  __builtin_prefetch(&L->bits[pidx(L, c->start) / 64][0]);
+  __builtin_prefetch(&L->bits[pidx(L, c->start + size - 1) / 64][0]);
+}
+
+static rec_t *land_fit(hpcmem_large_t *L, arena_t *A, rec_t *r, size_t kb, size_t size, size_t *lead) {
+  L->land_tries++;
+  /* the bitmap words a candidate reads first are cache misses in a large
+   * heap (4 MiB of bits for 64 GiB): fetched one candidate ahead (finding
+   * and prefetching 4 or 8 candidates before looking at any made no
+   * measurable difference at N = 16,384) */
+  land_prefetch(L, r, size);
+  rec_t *c = r, *nx = set_next(A, r);
+  for (int k = 0; c && k < LAND_CANDIDATES; k++) {
+    if (nx) land_prefetch(L, nx, size);
+    if (land_in(L, c, kb, size, lead)) {
+      L->land_hits++;
+      return c;
+    }
+    c = nx;
+    nx = c && k + 2 < LAND_CANDIDATES ? set_next(A, c) : NULL;
+  }
+  *lead = 0;
+  return r;
+}
+
 /* A detached block for the request in arena A, from the tree or by growing. */
-static rec_t *take(hpcmem_large_t *L, arena_t *A, size_t kb, size_t align, size_t *lead, rec_t **pos) {
+static rec_t *take(hpcmem_large_t *L, arena_t *A, size_t kb, size_t size, size_t align, size_t *lead,
+                   rec_t **pos) {
   rec_t *r = find_fit(L, A, kb, align, lead);
+  if (ends_on(L) && r && align <= L->align) r = land_fit(L, A, r, kb, size, lead);
   if (r) {
     *pos = free_detach(L, r);
     return r;
@@ -897,6 +1134,78 @@ static void thp_advise(hpcmem_large_t *L, const rec_t *r) {
   }
 }
 
+/* r is handed out for `size` bytes: remember where the request ends and,
+ * with end placement on, believe its first and last pages resident. */
+static inline void mark_ends(hpcmem_large_t *L, rec_t *r, size_t size) {
+  r->tail = r->data + (size ? size : 1) - 1;
+  if (ends_on(L)) {
+    size_t h = pidx(L, r->data), t = pidx(L, r->tail);
+    rbit_set(L, h);
+    rbit_set(L, t);
+    L->bits[h / 64][1] &= ~((uint64_t)1 << (h % 64));   /* ends again: no longer stale */
+    L->bits[t / 64][1] &= ~((uint64_t)1 << (t % 64));
+    r->astamp = (uint32_t)L->alloc_count;   /* LIVE: its birth (see mark_stale) */
+  }
+}
+
+/* The whole pages of live block r other than the pages of its first and
+ * last requested byte: three ranges into cut. */
+static void inner_pages(const hpcmem_large_t *L, const rec_t *r, char *cut[3][2]) {
+  char *a = (char *)up((uintptr_t)r->start, L->page), *b = (char *)down((uintptr_t)rend(r), L->page);
+  char *h = (char *)down((uintptr_t)r->data, L->page), *t = (char *)down((uintptr_t)r->tail, L->page);
+  cut[0][0] = a;                                cut[0][1] = h < b ? h : b;
+  cut[1][0] = h + L->page > a ? h + L->page : a; cut[1][1] = t < b ? t : b;
+  cut[2][0] = t + L->page > a ? t + L->page : a; cut[2][1] = b;
+}
+
+/* A block that lived sweep_allocs allocations is freed: the pages believed
+ * resident inside it (ends of earlier blocks that it swallowed when it was
+ * carved) stayed unused all that time.  They become stale; the next block
+ * carved over one of them without making it an end gives it back. */
+static void mark_stale(hpcmem_large_t *L, const rec_t *r) {
+  char *cut[3][2];
+  inner_pages(L, r, cut);
+  for (int i = 0; i < 3; i++)
+    if (cut[i][0] < cut[i][1]) stale_mark(L, cut[i][0], cut[i][1]);
+}
+
+/* Runs of stale pages inside the block r just carved (its own end pages
+ * excluded) into rlo/rhi, at most cap, their bits cleared; how many. */
+static unsigned collect_stale(hpcmem_large_t *L, const rec_t *r, char **rlo, char **rhi, unsigned cap) {
+  char *cut[3][2];
+  unsigned k = 0;
+  inner_pages(L, r, cut);
+  for (int c = 0; c < 3; c++) {
+    size_t i = pidx(L, cut[c][0]), e = pidx(L, cut[c][1]);
+    while (i < e && k < cap) {
+      uint64_t w = L->bits[i / 64][1] & (~(uint64_t)0 << (i % 64));
+      if (!w) { i = (i / 64 + 1) * 64; continue; }
+      size_t s0 = i / 64 * 64 + (size_t)__builtin_ctzll(w);
+      if (s0 >= e) break;
+      size_t t = s0 + 1;
+      while (t < e && (L->bits[t / 64][1] >> (t % 64)) & 1) t++;
+      rlo[k] = L->base + (s0 << L->pshift);
+      rhi[k] = L->base + (t << L->pshift);
+      bits_clear(L, rlo[k], rhi[k]);
+      k++;
+      i = t;
+    }
+  }
+  return k;
+}
+
+/* End placement on: the block r just carved gives back the stale pages it
+ * swallowed, after the lock is released (the block is the caller's from
+ * then on, nobody else may carve there) and before it is handed out.  Out
+ * of large_alloc's way: its arrays and calls cost the other mode nothing. */
+static __attribute__((noinline)) void stale_unlock(hpcmem_large_t *L, const rec_t *r, uint64_t now) {
+  char *slo[STALE_RUNS], *shi[STALE_RUNS];
+  unsigned ns = collect_stale(L, r, slo, shi, STALE_RUNS);
+  if (ns) count_swept(L, slo, shi, ns);
+  finish_unlock(L, now);
+  if (ns) _hpcmem_prim_decommit_many(slo, shi, ns, L->discard);
+}
+
 static inline int in_huge_arena(const hpcmem_large_t *L, const rec_t *r) {
   return L->hbits && r->start >= L->ar[1].lo;
 }
@@ -925,6 +1234,7 @@ static void *large_alloc(hpcmem_large_t *L, size_t size, size_t align, size_t *u
     L->last_out = r;
     r->state = REC_LIVE;
     r->dlo = r->dhi = NULL;
+    mark_ends(L, r, size);
     size_t u = usable(r);
     L->live_blocks++;
     L->live_bytes += u;
@@ -944,23 +1254,25 @@ static void *large_alloc(hpcmem_large_t *L, size_t size, size_t align, size_t *u
   /* huge requests have their own arena when there are two; either arena
    * serves the other's requests when its own is full */
   int a = L->narenas > 1 && size >= L->huge_min;
-  if (!(r = take(L, &L->ar[a], kb, align, &lead, &pos)) &&
-      (L->narenas < 2 || !(r = take(L, &L->ar[!a], kb, align, &lead, &pos))))
+  if (!(r = take(L, &L->ar[a], kb, size, align, &lead, &pos)) &&
+      (L->narenas < 2 || !(r = take(L, &L->ar[!a], kb, size, align, &lead, &pos))))
     goto nomem;
   uint64_t stamp = r->stamp;
+  uint32_t astamp = r->astamp;
   rec_t *piece;
   if (lead > L->min_split && (piece = rec_new(L))) {
-    split_free(L, r, piece, 1, lead, &pos, stamp);
+    split_free(L, r, piece, 1, lead, &pos, stamp, astamp);
     lead = 0;
   }
   size_t rem = r->size - lead - kb;
-  if (rem > L->min_split && (piece = rec_new(L))) split_free(L, r, piece, 0, rem, &pos, stamp);
+  if (rem > L->min_split && (piece = rec_new(L))) split_free(L, r, piece, 0, rem, &pos, stamp, astamp);
   char *data = r->start + lead, *zlo = r->dlo, *zhi = r->dhi;
   r->state = REC_LIVE;
   r->dlo = r->dhi = NULL;
   r->data = data;
   hash_put(L->htab, L->hcap, L->hshift, (uintptr_t)data, r);
   L->hcount++;
+  mark_ends(L, r, size);
   L->last_out = r;
   if (in_huge_arena(L, r)) thp_advise(L, r);
   size_t u = usable(r);
@@ -969,7 +1281,8 @@ static void *large_alloc(hpcmem_large_t *L, size_t size, size_t align, size_t *u
   L->overhead_bytes += lead;
   L->alloc_count++;
   DEBUG_LOCAL(L, r);
-  finish_unlock(L, now);
+  if (ends_on(L)) stale_unlock(L, r, now);
+  else finish_unlock(L, now);
   if (zero) {
     if (zlo < data) zlo = data;
     if (zhi > data + u) zhi = data + u;
@@ -1019,6 +1332,38 @@ static int lookup(const hpcmem_large_t *L, const void *p, rec_t **out) {
   return lookup_slot(L, p, out, &slot);
 }
 
+/* The residency probe (docs/large-tier.md, "Block ends").  Now and then a
+ * free asks the kernel about three pages of the block: its first page, the
+ * page of the request's last byte, and one in between.  A program that
+ * writes the ends of its blocks and not the rest (a header and a trailer,
+ * the benchmark's tags) votes for end placement; one that writes nothing
+ * (the first page is not resident: one system call) or everything votes
+ * against.  Four votes more for than against turn it on; probes come rarer
+ * (up to HPCMEM_LARGE_PROBE_MAX frees apart) while they agree with the mode.
+ * Made under the lock: 1-5 us once in thousands of frees, and every field
+ * it changes is then the lock's. */
+static __attribute__((noinline, cold)) void probe(hpcmem_large_t *L, const rec_t *r) {
+  L->probe_wait = L->probe_gap;
+  if (L->ends_cfg) return;
+  size_t hp = (uintptr_t)r->data >> L->pshift, tp = (uintptr_t)r->tail >> L->pshift;
+  int vote = _hpcmem_prim_resident(r->data) == 1 && _hpcmem_prim_resident(r->tail) == 1 &&
+             (tp - hp < 2 || _hpcmem_prim_resident((char *)((hp + (tp - hp) / 2) << L->pshift)) == 0);
+  int score = L->probe_score;
+  score = vote ? (score < 7 ? score + 1 : 7) : (score > 0 ? score - 1 : 0);
+  L->probe_gap = vote == L->ends ? (L->probe_gap < HPCMEM_LARGE_PROBE_MAX ? L->probe_gap * 2 : HPCMEM_LARGE_PROBE_MAX)
+                                 : L->probe_min;
+  L->probe_score = score;
+  __atomic_store_n(&L->ends, score >= 4, __ATOMIC_RELAXED);
+  L->probe_count++;
+}
+
+/* At a free, under the lock: the residency probe when it is due, and with
+ * end placement on, the stale pages inside a block that lived long. */
+static __attribute__((noinline)) void free_ends(hpcmem_large_t *L, const rec_t *r) {
+  if (!L->probe_wait) probe(L, r);
+  if (ends_on(L) && (uint32_t)((uint32_t)L->alloc_count - r->astamp) >= L->sweep_allocs) mark_stale(L, r);
+}
+
 static void unaccount_live(hpcmem_large_t *L, rec_t *r) {
   L->live_blocks--;
   L->live_bytes -= usable(r);
@@ -1041,6 +1386,8 @@ int _hpcmem_large_free(hpcmem_large_t *L, void *p, size_t *size_out) {
       return rc;
     }
   }
+  /* a probe due, or end placement on: both rare or cheap next to the rest */
+  if (__builtin_expect((--L->probe_wait == 0) | ends_on(L), 0)) free_ends(L, r);
   uint64_t now = clock_tick(L);
   size_t u = usable(r);
   unaccount_live(L, r);
@@ -1048,17 +1395,16 @@ int _hpcmem_large_free(hpcmem_large_t *L, void *p, size_t *size_out) {
   if (L->quick_max) {
     quick_push(L, r, now);
     DEBUG_LOCAL(L, r);
-    finish_unlock(L, now);
-    if (size_out) *size_out = u;
-    return 0;
+  } else {
+    hash_remove_at(L, slot != SIZE_MAX ? slot : hash_slot(L, (uintptr_t)p));
+    L->ring[L->ring_pos++ % RING] = (uintptr_t)p;
+    r->data = NULL;
+    r->dlo = r->start;     /* the owner may have touched all of it */
+    r->dhi = rend(r);
+    r->swept = 0;
+    r = release_block(L, r, now, (uint32_t)L->alloc_count);
+    DEBUG_LOCAL(L, r);
   }
-  hash_remove_at(L, slot != SIZE_MAX ? slot : hash_slot(L, (uintptr_t)p));
-  L->ring[L->ring_pos++ % RING] = (uintptr_t)p;
-  r->data = NULL;
-  r->dlo = r->start;     /* the owner may have touched all of it */
-  r->dhi = rend(r);
-  r = release_block(L, r, now);
-  DEBUG_LOCAL(L, r);
   finish_unlock(L, now);
   if (size_out) *size_out = u;
   return 0;
@@ -1075,8 +1421,10 @@ static int grow_in_place(hpcmem_large_t *L, rec_t *r, char *new_end) {
   if (new_end > avail && !(at_top && new_end <= A->end)) return -ENOMEM;
   rec_t *pos = NULL;
   uint64_t stamp = 0;
+  uint32_t astamp = 0;
   if (nx_free) {
     stamp = nx->stamp;
+    astamp = nx->astamp;
     pos = free_detach(L, nx);
   }
   if (new_end > avail) {             /* take the free tail and extend the extent */
@@ -1093,7 +1441,11 @@ static int grow_in_place(hpcmem_large_t *L, rec_t *r, char *new_end) {
       r->size = (size_t)(new_end - r->start);
       clip_hull(nx, dlo, dhi);
       free_attach(L, nx);
-      if (nx->dlo < nx->dhi) { nx->stamp = stamp; fifo_insert_after(L, pos, nx); }
+      if (nx->dlo < nx->dhi) {
+        nx->stamp = stamp;
+        nx->astamp = astamp;
+        fifo_insert_after(L, pos, nx);
+      }
     } else {
       absorb(L, r, nx);
     }
@@ -1130,12 +1482,13 @@ int _hpcmem_large_resize(hpcmem_large_t *L, void *p, size_t new_size) {
       r->size -= rem;
       t->dlo = t->start;
       t->dhi = rend(t);
-      release_block(L, t, now);
+      release_block(L, t, now, (uint32_t)L->alloc_count);
     }
   } else {
     rc = grow_in_place(L, r, new_end);
   }
   if (!rc) {
+    mark_ends(L, r, new_size);
     if (in_huge_arena(L, r)) thp_advise(L, r);
     L->live_bytes = L->live_bytes - old + usable(r);
     L->resize_count++;
@@ -1177,6 +1530,11 @@ void _hpcmem_large_stats(hpcmem_large_t *L, hpcmem_large_stats_t *out) {
   out->free_blocks = L->free_blocks;
   out->quick_blocks = L->nquick;
   out->quick_bytes = L->quick_bytes;
+  out->ends_mode = ends_on(L);
+  out->land_tries = L->land_tries;
+  out->land_hits = L->land_hits;
+  out->swept_pages = L->swept_pages;
+  out->probe_count = L->probe_count;
   for (int i = 0; i < L->narenas; i++) {
     const arena_t *A = &L->ar[i];
     for (int c = HPCMEM_LARGE_CLASSES - 1; c >= 0; c--) {
@@ -1201,6 +1559,7 @@ static long check_tree(const rec_t *n, const rec_t *parent, size_t *count) {
   if (!n) return 1;
   if (n->parent != parent) return fail("tree parent link", n->start), -1;
   if (n->state != REC_FREE) return fail("non-free block in the tree", n->start), -1;
+  if (n->cls != size_class(n->size)) return fail("size class of a tree node", n->start), -1;
   if (n->red && parent && parent->red) return fail("red node with red parent", n->start), -1;
   if (n->child[0] && !key_less(n->child[0], n)) return fail("tree order (left)", n->start), -1;
   if (n->child[1] && !key_less(n, n->child[1])) return fail("tree order (right)", n->start), -1;
@@ -1233,6 +1592,7 @@ static int check_list(hpcmem_large_t *L, const arena_t *A, size_t *t) {
       if (r->data < r->start || r->data >= rend(r) || ((uintptr_t)r->data % Al))
         return fail("live data outside its block", r->start);
       if (hash_find(L, (uintptr_t)r->data) != r) return fail("live block missing from the hash table", r->data);
+      if (r->tail < r->data || r->tail >= rend(r)) return fail("end of the request outside its block", r->data);
       t[0]++; t[1] += usable(r); t[2] += (size_t)(r->data - r->start);
       break;
     case REC_FREE:
@@ -1313,6 +1673,12 @@ static int check_locked(hpcmem_large_t *L) {
         (sl->rec->state != REC_LIVE && sl->rec->state != REC_CACHED) || (uintptr_t)sl->rec->data != sl->key)
       return fail("stale hash table entry", (void *)sl->key);
   }
+  for (int i = 0; i < L->narenas; i++) {   /* a stale page is a believed-resident one */
+    const arena_t *A = &L->ar[i];
+    if (A->top == A->lo) continue;
+    for (size_t w = pidx(L, A->lo) / 64, e = (pidx(L, A->top - 1)) / 64; w <= e; w++)
+      if (L->bits[w][1] & ~L->bits[w][0]) return fail("stale page not believed resident", A->lo);
+  }
   if (ncached != L->nquick || L->nquick > L->quick_max) return fail("quick list count", NULL);
   size_t qbytes = 0;
   for (unsigned i = 0; i < L->nquick; i++) {
@@ -1364,6 +1730,6 @@ void _hpcmem_large_fork_child(hpcmem_large_t *L) {
     busy_remove(L, r);
     L->free_blocks--;
     L->free_bytes -= r->size;
-    release_block(L, r, now);
+    release_block(L, r, now, (uint32_t)L->alloc_count);
   }
 }

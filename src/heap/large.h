@@ -43,6 +43,10 @@ typedef struct hpcmem_large_config {
   unsigned quick;      /* freed blocks kept whole for reuse (at most HPCMEM_LARGE_QUICK; 0: none) */
   size_t warm;         /* >0: at init, allocate and free a block of this size (see _hpcmem_large_init;
                           _hpcmem_large_config_from_options leaves it 0) */
+  int ends;            /* end placement and sweep (docs/large-tier.md): 0 when the residency probe
+                          finds programs write block ends only, >0 always, <0 never */
+  unsigned probe_min;  /* frees between residency probes at first (0: HPCMEM_LARGE_PROBE_MIN) */
+  unsigned sweep_allocs; /* the sweep's age, in allocations (0: HPCMEM_LARGE_SWEEP_ALLOCS) */
 } hpcmem_large_config_t;
 
 typedef struct hpcmem_large_rec hpcmem_large_rec_t;
@@ -51,6 +55,9 @@ typedef struct hpcmem_large_rec hpcmem_large_rec_t;
  * upper half of the reservation is a second arena for blocks of 16 MiB and
  * more, whose interiors are advised MADV_HUGEPAGE (see thp_advise). */
 #define HPCMEM_LARGE_QUICK 8        /* most blocks the quick list holds */
+#define HPCMEM_LARGE_PROBE_MIN 4096 /* frees between residency probes, at first and after a change */
+#define HPCMEM_LARGE_PROBE_MAX 65536 /* ... at most, while the probes agree */
+#define HPCMEM_LARGE_SWEEP_ALLOCS 32768 /* the sweep: garbage this many allocations old goes back */
 #define HPCMEM_LARGE_CLASSES 192   /* size classes of the free-block trees (4 per power of 2) */
 typedef struct hpcmem_large_arena {
   char *lo, *top, *end;               /* blocks tile [lo, top); room up to end */
@@ -73,6 +80,11 @@ typedef struct hpcmem_large_stats {
   size_t largest_free;    /* largest free block */
   size_t quick_blocks;    /* freed blocks kept whole on the quick list (counted as free, retained) */
   size_t quick_bytes;
+  int ends_mode;          /* 1: block ends placed on believed-resident pages and swept */
+  uint64_t land_tries;    /* allocations placed with end placement on */
+  uint64_t land_hits;     /* ... whose first and last page were both believed resident */
+  uint64_t swept_pages;   /* believed-resident pages given back early (the sweep, stale pages) */
+  uint64_t probe_count;   /* residency probes made */
   uint64_t alloc_count;
   uint64_t free_count;
   uint64_t resize_count;  /* resizes done in place */
@@ -126,6 +138,20 @@ typedef struct hpcmem_large {
   uintptr_t *ring;                       /* recent frees, to tell a double free */
   uint64_t *hbits;                       /* huge arena: 2 MiB chunks advised MADV_HUGEPAGE */
   unsigned ring_pos;
+
+  /* End placement and sweep (docs/large-tier.md, "Block ends").  Two bits
+   * per page of the data region, the words of 64 pages side by side (one
+   * cache line for both): bits[w][0], the page is believed resident because
+   * it holds the first or the last byte of a request handed out since it was
+   * last given back; bits[w][1], it is also stale (see mark_stale). */
+  uint64_t (*bits)[2];
+  unsigned pshift;         /* log2(page) */
+  int ends_cfg;            /* config.ends */
+  int ends;                /* on now (the probe's verdict, or config.ends > 0) */
+  int probe_score;         /* 0..7; >= 4 means "programs write the ends of their blocks only" */
+  unsigned probe_gap, probe_min, probe_wait;   /* frees between probes (doubles while they agree) */
+  unsigned sweep_allocs;   /* believed-resident garbage this many allocations old goes back */
+  uint64_t land_tries, land_hits, swept_pages, probe_count;
 
   size_t live_bytes, overhead_bytes, free_bytes, retained_bytes, decayed_bytes;
   size_t live_blocks, free_blocks;

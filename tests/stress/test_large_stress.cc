@@ -44,17 +44,11 @@ struct Mailbox {
   Mailbox() { for (auto &s : slot) s.store(nullptr); }
 };
 
-}  // namespace
+hpcmem_large_t L;
 
-TEST(_hpcmem_large_alloc, ManyThreadsWithDecay) {
-  static hpcmem_large_t L;
-  hpcmem_large_config_t c = {};
-  c.reserve = 64ull * 1024 * MiB;
-  c.align = 256;
-  c.min_split = 128 * KiB;
-  c.decay_ns = 1000000;  // 1 ms: decay passes all the time
-  c.thp = 1;  // two arenas: blocks of 16 MiB and more have their own
-  c.quick = HPCMEM_LARGE_QUICK;  // blocks freed by one thread reused by another
+// Four threads on tier L (set up from c); a fifth runs decay passes from
+// outside, forced ones (everything dirty goes back) or ordinary ones.
+void many_threads(const hpcmem_large_config_t &c, bool forced, hpcmem_large_stats_t *out) {
   ASSERT_EQ(_hpcmem_large_init(&L, &c), 0);
 
   const int threads = 4, ops = 20000;
@@ -123,9 +117,9 @@ TEST(_hpcmem_large_alloc, ManyThreadsWithDecay) {
       running--;
     });
   }
-  std::thread decayer([&] {  // forced passes from outside, as a maintenance thread would
+  std::thread decayer([&] {  // passes from outside, as a maintenance thread would
     while (running.load() > 0) {
-      _hpcmem_large_decay(&L, _hpcmem_prim_now_ns(), 1);
+      _hpcmem_large_decay(&L, _hpcmem_prim_now_ns(), forced);
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
   });
@@ -152,5 +146,36 @@ TEST(_hpcmem_large_alloc, ManyThreadsWithDecay) {
   EXPECT_EQ(s.free_blocks, (size_t)L.narenas);  // one free block per arena
   EXPECT_EQ(s.alloc_count, s.free_count);
   EXPECT_GT(s.decay_count, 0u);
+  *out = s;
   _hpcmem_large_destroy(&L);
+}
+
+hpcmem_large_config_t config(uint64_t decay_ns, int ends) {
+  hpcmem_large_config_t c = {};
+  c.reserve = 64ull * 1024 * MiB;
+  c.align = 256;
+  c.min_split = 128 * KiB;
+  c.decay_ns = decay_ns;
+  c.thp = 1;  // two arenas: blocks of 16 MiB and more have their own
+  c.quick = HPCMEM_LARGE_QUICK;  // blocks freed by one thread reused by another
+  c.ends = ends;
+  c.sweep_allocs = 32;   // the sweep all the time (with end placement on)
+  return c;
+}
+
+}  // namespace
+
+TEST(_hpcmem_large_alloc, ManyThreadsWithDecay) {
+  hpcmem_large_stats_t s;
+  many_threads(config(1000000, 0), true, &s);  // 1 ms: decay passes all the time
+}
+
+// End placement on, the sweep after 32 allocations: blocks land inside free
+// blocks, and believed-resident pages of free blocks and inside freed ones
+// go back without the lock while other threads allocate around them.
+TEST(_hpcmem_large_alloc, ManyThreadsWithEndPlacementAndSweep) {
+  hpcmem_large_stats_t s;
+  many_threads(config(32 * 1000000ull, 1), false, &s);
+  EXPECT_GT(s.land_hits, 0u);
+  EXPECT_GT(s.swept_pages, 0u);
 }
