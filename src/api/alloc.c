@@ -329,7 +329,7 @@ static int free_any(hpcmem_tcache_t *t, void *p, const char *fn) {
       _hpcmem_span_remote_free(s, p);
       t->st.remote_free_count++;
     } else {
-      _hpcmem_tcache_bin_start(b, s->cls);
+      _hpcmem_tcache_bin_start(t, s->cls);
       if (empty) _hpcmem_tcache_put_empty(b, p, _hpcmem_free_key);
       else {
         *(void **)p = b->head;

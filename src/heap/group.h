@@ -71,6 +71,7 @@ typedef struct hpcmem_heap {
   uint64_t free_small_bytes;                 /* bytes in span free lists (retained) */
   uint64_t empty_bytes;                      /* bytes of empty spans kept (group.c: empty_budget) */
   hpcmem_span_t *kept_head, *kept_tail;      /* spans kept empty, oldest first */
+  uint64_t empty_last;                       /* classes whose last span became empty (maybe no longer) */
 } hpcmem_heap_t;
 
 typedef struct hpcmem_heaps {
@@ -159,6 +160,13 @@ unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, hpcmem_refill_t *ou
 /* Give back a range of n fresh objects (never written) from a refill without
  * writing them, when nothing was carved from its span after it: 1 done, 0 not. */
 int _hpcmem_heap_uncarve(char *fresh, unsigned n);
+/* A thread whose next refill of class cls will make its heap h carve a new
+ * span offers p, a lone object it holds of another class: when p is all
+ * that is out of its span and the span can serve cls (of the same order, or
+ * smaller when `grow`), p goes back (unwritten when it was the span's last
+ * carving) and the empty span is there for cls to take over: 1.  Else p
+ * stays the caller's: 0, or 2 when its span is smaller and `grow` is 0. */
+int _hpcmem_heap_give_lone(hpcmem_heap_t *h, void *p, unsigned cls, int grow);
 /* Give back n objects linked through their first word (any spans, any heaps):
  * those of heap `mine` under its lock, the others onto remote lists. */
 void _hpcmem_heap_flush(hpcmem_heap_t *mine, void *list, unsigned n, uint64_t *remote_count);

@@ -84,6 +84,9 @@ typedef struct hpcmem_tcache {
   int in_call;                     /* inside calloc/realloc/...: the inner calls are not events */
   hpcmem_stats_t st;               /* the other counters (merged by hpcmem_stats) */
   uint64_t bins_active;            /* classes that refilled or flushed since the last scavenge (tcache.c) */
+  uint64_t started;                /* classes whose bins got room (max > 0) */
+  uint64_t lent, kept_hot;         /* classes whose lone object went to a new class's span; those
+                                      that needed it back (tcache.c: lend_lone) */
   uint32_t bin_events;             /* refills and flushes since then */
   struct hpcmem_tcache *next_all;  /* registry of live caches */
   int live;
@@ -149,7 +152,7 @@ hpcmem_tcache_t *_hpcmem_tcache_get(void);
  * carry the free key (a fresh one is not written) or NULL (out of memory). */
 void *_hpcmem_tcache_refill(hpcmem_tcache_t *t, unsigned cls);
 /* A bin of a class never used (max 0) gets its starting room. */
-void _hpcmem_tcache_bin_start(hpcmem_bin_t *b, unsigned cls);
+void _hpcmem_tcache_bin_start(hpcmem_tcache_t *t, unsigned cls);
 /* Put p (freed, of class cls, of the thread's heap) into bin cls when its
  * list is empty: into the empty slot without writing it, or onto the list
  * after the slot's object.  Returns 0, or -1 when p is the slot's object (a

@@ -278,3 +278,96 @@ TEST(_hpcmem_tcache_set_budgets, an_empty_budget_when_the_timing_sample_is_due) 
   EXPECT_FALSE(c.t.time_free);
   EXPECT_EQ(_hpcmem_acct_take(&c.t.acct_free, step(16)), 0);    // the other direction goes on
 }
+
+// An empty span of one class is taken over by another class of the same span
+// size before the heap takes untouched memory: the new class's first object
+// lies on the page the old one touched, and the old objects' free keys are
+// gone (a fresh object of the new class is not mistaken for a freed one).
+TEST(_hpcmem_heap_refill, a_new_class_takes_over_an_empty_span_of_another) {
+  hpcmem_heap_t *h = heap0();
+  unsigned a = _hpcmem_size_class(40 << 10), b = _hpcmem_size_class(48 << 10);   // classes only this test uses
+  ASSERT_EQ(_hpcmem_class_geom[a].span_mask, _hpcmem_class_geom[b].span_mask);   // spans of one size
+  hpcmem_refill_t r;
+  ASSERT_EQ(_hpcmem_heap_refill(h, a, &r, 2, 2), 2u);
+  std::vector<void *> xs = objects_of(r, _hpcmem_class_size[a]);
+  hpcmem_span_t *s = _hpcmem_span_of(xs[0]);
+  for (void *x : xs) memset(x, 0x5a, _hpcmem_class_size[a]);
+  give_back(h, xs);                                   // the span is empty: its class's last one
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+  ASSERT_EQ(_hpcmem_heap_refill(h, b, &r, 3, 3), 3u);
+  std::vector<void *> ys = objects_of(r, _hpcmem_class_size[b]);
+  EXPECT_EQ(_hpcmem_span_of(ys[0]), s) << "class b got untouched memory while a's empty span was there";
+  EXPECT_EQ(s->cls, b);
+  EXPECT_EQ((char *)ys[0], s->start);
+  EXPECT_EQ(_hpcmem_heaps.classmap[(size_t)(s->start - _hpcmem_heaps.base) >> HPCMEM_CHUNK_SHIFT], HPCMEM_CLASS_KEY(b));
+  for (void *y : ys) EXPECT_NE(((uint64_t *)y)[1], _hpcmem_free_key) << "a stale free key in a fresh object";
+  unsigned char in = 0;
+  ASSERT_EQ(mincore(ys[0], 4096, &in), 0);
+  EXPECT_TRUE(in & 1) << "the first object of the new class is on a resident page";
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+  for (void *y : ys) { *(void **)y = nullptr; ((uint64_t *)y)[1] = 0; }
+  give_back(h, ys);
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+}
+
+// A lone object goes back only when nothing else of its span is out, and
+// only for a class whose spans it can hold.
+TEST(_hpcmem_heap_give_lone, only_a_span_that_empties_and_fits) {
+  hpcmem_heap_t *h = heap0();
+  unsigned a = _hpcmem_size_class(7 << 10), big = _hpcmem_size_class(80 << 10), same = _hpcmem_size_class(6 << 10);
+  unsigned small = _hpcmem_size_class(2 << 10) ;   // spans: a, same and small 64 KiB, big 1 MiB
+  (void)small;
+  hpcmem_refill_t r;
+  ASSERT_EQ(_hpcmem_heap_refill(h, a, &r, 2, 2), 2u);
+  std::vector<void *> xs = objects_of(r, _hpcmem_class_size[a]);
+  hpcmem_span_t *s = _hpcmem_span_of(xs[0]);
+  ASSERT_EQ(s->used, 2u);
+  EXPECT_EQ(_hpcmem_heap_give_lone(h, xs[1], same, 0), 0) << "the span still has another object out";
+  give_back(h, {xs[0]});
+  ASSERT_EQ(s->used, 1u);
+  EXPECT_EQ(_hpcmem_heap_give_lone(h, xs[1], a, 0), 0) << "its own class";
+  EXPECT_EQ(_hpcmem_heap_give_lone(h, xs[1], big, 0), 2) << "a smaller span: only when growing is allowed";
+  EXPECT_EQ(s->used, 1u);
+  EXPECT_EQ(_hpcmem_heap_give_lone(h, xs[1], same, 0), 1);
+  EXPECT_EQ(s->used, 0u);
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+}
+
+// A thread that moves on to a new size lends its lone object of the last
+// size, and the new class starts on that object's page; two classes that
+// take turns do not pass a span back and forth at every turn.
+TEST(_hpcmem_tcache_refill, a_lone_object_makes_room_for_a_new_class) {
+  std::thread([] {
+    size_t sa = 5 << 10, sb = 6 << 10;                // classes only this test uses, 64 KiB spans
+    char *p = (char *)malloc(sa);
+    memset(p, 1, sa);
+    free(p);                                          // the bin's slot holds it
+    hpcmem_heap_t *h = _hpcmem_tc->heap;
+    bool kept = h->empty_bytes != 0;                  // else a kept empty span serves the new class
+    char *q = (char *)malloc(sb);
+    unsigned char in = 0;
+    ASSERT_EQ(mincore((void *)((uintptr_t)q & ~(uintptr_t)4095), 4096, &in), 0);
+    EXPECT_TRUE(in & 1) << "the new class's first object is on untouched memory";
+    if (!kept) {
+      EXPECT_EQ(q, p) << "the new class did not take the span of the lone object";
+      EXPECT_TRUE((_hpcmem_tc->lent >> _hpcmem_size_class(sa)) & 1);
+    }
+    memset(q, 2, sb);
+    free(q);
+    char *first_a = nullptr, *first_b = nullptr;
+    int moves = 0;
+    for (int i = 0; i < 100; i++) {                   // taking turns, one object each
+      char *x = (char *)malloc(sa), *y;
+      x[0] = 3;
+      free(x);
+      y = (char *)malloc(sb);
+      y[0] = 4;
+      free(y);
+      if (i && (x != first_a || y != first_b)) moves++;
+      first_a = x;
+      first_b = y;
+    }
+    EXPECT_LE(moves, 2) << "a span went back and forth between two classes";
+    EXPECT_EQ(hpcmem_check(), 0);
+  }).join();
+}
