@@ -414,7 +414,7 @@ static ALWAYS_INLINE void *bin_take(hpcmem_tcache_t *t, hpcmem_bin_t *b, unsigne
     b->slot = NULL;
   } else if (HPCMEM_LIKELY(b->nfresh != 0)) {
     p = t->fresh[c];
-    t->fresh[c] = (char *)p + (b->step >> 32);
+    t->fresh[c] = (char *)p + _hpcmem_class_size[c];   /* not b->step: the hit's subtraction keeps its load */
     b->nfresh--;
   }
   return p;
@@ -444,12 +444,16 @@ static ALWAYS_INLINE int bin_put(hpcmem_bin_t *b, void *p, uint64_t key) {
  * slice, on an object boundary (the class map's key, scaled by 8, addresses
  * both the geometry and the bin); else NULL. */
 static ALWAYS_INLINE hpcmem_bin_t *bin_of(hpcmem_tcache_t *t, const void *p) {
-  uintptr_t off = (uintptr_t)p - (uintptr_t)t->slice;
-  if (HPCMEM_UNLIKELY(off >= ((uintptr_t)1 << HPCMEM_SLICE_SHIFT))) return NULL;
-  size_t k = t->classmap[off >> HPCMEM_CHUNK_SHIFT];
-  /* indexed in 8-byte words, so that the compiler scales k in the address */
+  uintptr_t off = (uintptr_t)p - (uintptr_t)t->slice, chunk = off >> HPCMEM_CHUNK_SHIFT;
+  if (HPCMEM_UNLIKELY(chunk >= ((uintptr_t)1 << (HPCMEM_SLICE_SHIFT - HPCMEM_CHUNK_SHIFT)))) return NULL;
+  size_t k = t->classmap[chunk];
+  /* indexed in 8-byte words, so that k scaled by 8 is part of each address */
   if (HPCMEM_UNLIKELY(!_hpcmem_class_on_boundary((const hpcmem_class_geom_t *)((const uint64_t *)_hpcmem_class_geom + k), off)))
     return NULL;
+  /* hides from the compiler that this is the k above, which it would
+   * otherwise shift once for both tables and add to each (two instructions
+   * more than the scaled addresses) */
+  __asm__("" : "+r"(k));
   return (hpcmem_bin_t *)((uint64_t *)t->bin + k);
 }
 
@@ -486,20 +490,23 @@ HPCMEM_NOINLINE static void free_settle(void *p) {
   free_slow(p);
 }
 
-EXPORT void *malloc(size_t n) {
-  hpcmem_tcache_t *t = _hpcmem_tc;
-  unsigned k;                                  /* the class's key: bins are 32 bytes, 8 * k apart */
-  if (HPCMEM_LIKELY(n <= HPCMEM_TINY_MAX)) k = _hpcmem_key_of_size[n];
-  else if (n < fast_lim) k = HPCMEM_CLASS_KEY(_hpcmem_size_class(n));
-  else goto slow;
+/* malloc's hit on the bin of key k (bins are 32 bytes, 8 * k apart) */
+static ALWAYS_INLINE void *malloc_hit(hpcmem_tcache_t *t, size_t k, size_t n) {
   hpcmem_bin_t *b = (hpcmem_bin_t *)((uint64_t *)t->bin + k);
   uint64_t left = t->acct_alloc - b->step;
   if (HPCMEM_UNLIKELY((int64_t)left < 0)) return malloc_settle(n);
   void *p = bin_take(t, b, HPCMEM_KEY_CLASS(k));
-  if (HPCMEM_UNLIKELY(p == NULL)) goto slow;
+  if (HPCMEM_UNLIKELY(p == NULL)) return malloc_slow(n, 0, HPCMEM_EV_MALLOC);
   t->acct_alloc = left;
   return p;
-slow:
+}
+
+/* Two copies of the hit, one for each way to the key: shared, the compiler
+ * moved the key between registers where the two met. */
+EXPORT void *malloc(size_t n) {
+  hpcmem_tcache_t *t = _hpcmem_tc;
+  if (HPCMEM_LIKELY(n <= HPCMEM_TINY_MAX)) return malloc_hit(t, _hpcmem_key_of_size[n], n);
+  if (n < fast_lim) return malloc_hit(t, HPCMEM_CLASS_KEY(_hpcmem_size_class(n)), n);
   return malloc_slow(n, 0, HPCMEM_EV_MALLOC);
 }
 
