@@ -424,8 +424,8 @@ static ALWAYS_INLINE void *bin_take(hpcmem_tcache_t *t, hpcmem_bin_t *b, unsigne
  * list when it does not carry the free key (a suspected double free goes to
  * the slow path's search) and the list has room; when the list is empty,
  * into the slot without being read (p cannot be on the empty list; a second
- * free of the slot's object, and a class this thread never used, go to the
- * slow path).  0, or -1: the slow path must see p. */
+ * free of the slot's object goes to the slow path).  0, or -1: the slow path
+ * must see p. */
 static ALWAYS_INLINE int bin_put(hpcmem_bin_t *b, void *p, uint64_t key) {
   if (HPCMEM_LIKELY(b->count != 0)) {         /* the slot is empty while the list is not */
     if (HPCMEM_UNLIKELY(((uint64_t *)p)[1] == key) || HPCMEM_UNLIKELY(b->count >= b->max)) return -1;
@@ -435,7 +435,7 @@ static ALWAYS_INLINE int bin_put(hpcmem_bin_t *b, void *p, uint64_t key) {
     b->count++;
     return 0;
   }
-  if (HPCMEM_UNLIKELY(b->max == 0) || HPCMEM_UNLIKELY(p == b->slot)) return -1;
+  if (HPCMEM_UNLIKELY(p == b->slot)) return -1;
   _hpcmem_tcache_put_empty(b, p, key);
   return 0;
 }

@@ -101,12 +101,15 @@ static uint32_t clamp_objects(uint32_t bytes, unsigned cls, uint32_t lo) {
 /* Slow start: a bin's room doubles each time it runs empty or full, up to
  * the cap above, so a class a thread uses a little costs it a page or two,
  * not a full batch of touched objects.  Before that, the first refill of a
- * class takes one object (max 0): a thread that allocates and frees one
- * object at a time keeps it in the slot, and nothing else of the span is
- * written. */
+ * class (not yet in `started`) takes one object: a thread that allocates and
+ * frees one object at a time keeps it in the slot, and nothing else of the
+ * span is written.  Every bin has its starting room from the beginning, so
+ * that free's slot path need not test for a bin without room. */
+static uint16_t bin_start(unsigned cls) { return (uint16_t)clamp_objects(BIN_START, cls, 2); }
+
 static void bins_init(hpcmem_tcache_t *t) {
   for (unsigned c = 1; c < HPCMEM_NCLASSES; c++) {
-    t->bin[c].max = 0;
+    t->bin[c].max = bin_start(c);
     t->bin[c].step = (uint64_t)_hpcmem_class_size[c] << 32 | 1;
   }
   t->bins_active = 0;
@@ -114,15 +117,7 @@ static void bins_init(hpcmem_tcache_t *t) {
   t->started = t->lent = t->kept_hot = 0;
 }
 
-static uint16_t bin_start(unsigned cls) { return (uint16_t)clamp_objects(BIN_START, cls, 2); }
-
-void _hpcmem_tcache_bin_start(hpcmem_tcache_t *t, unsigned cls) {
-  hpcmem_bin_t *b = &t->bin[cls];
-  if (!b->max) {
-    b->max = bin_start(cls);
-    t->started |= (uint64_t)1 << cls;
-  }
-}
+void _hpcmem_tcache_bin_start(hpcmem_tcache_t *t, unsigned cls) { t->started |= (uint64_t)1 << cls; }
 
 /* A bin that ran empty or full gets twice the room, up to the cap of the
  * moment; above it (more threads now) it shrinks to the cap. */
@@ -139,7 +134,7 @@ static void bin_resize(hpcmem_bin_t *b, unsigned cls) {
 static void scavenge(hpcmem_tcache_t *t) {
   for (unsigned c = 1; c < HPCMEM_NCLASSES; c++) {
     hpcmem_bin_t *b = &t->bin[c];
-    if ((t->bins_active >> c) & 1 || !b->max) continue;
+    if ((t->bins_active >> c) & 1 || (!((t->started >> c) & 1) && !b->count && !b->nfresh)) continue;
     if (b->nfresh) {
       if (!_hpcmem_heap_uncarve(t->fresh[c], b->nfresh)) continue;   /* the fresh range first, then the list */
       b->nfresh = 0;
@@ -248,7 +243,7 @@ static int first_written;
 void *_hpcmem_tcache_refill(hpcmem_tcache_t *t, unsigned cls) {
   hpcmem_bin_t *b = &t->bin[cls];
   unsigned want, most;
-  if (!b->max) {                    /* first use: one object, untouched when fresh */
+  if (!((t->started >> cls) & 1)) { /* first use: one object, untouched when fresh */
     _hpcmem_tcache_bin_start(t, cls);
     want = most = 1;
   } else {
