@@ -289,10 +289,10 @@ static int span_grow(hpcmem_heap_t *h, hpcmem_span_t *s, unsigned order) {
   return 0;
 }
 
-/* How s, an empty span, can hold a span of `order`: 2 in place (the same
+/* How s, once empty, can hold a span of `order`: 2 in place (the same
  * order), 1 grown (smaller, and its start aligned to the order), 0 not. */
 static int span_fits(hpcmem_heap_t *h, const hpcmem_span_t *s, unsigned order) {
-  if (s->used || s->kind != HPCMEM_SPAN_SMALL) return 0;
+  if (s->kind != HPCMEM_SPAN_SMALL) return 0;
   if (s->order == order) return 2;
   uint64_t idx = (uint64_t)(s->start - h->base) >> _hpcmem_heaps.block_shift;
   return s->order < order && !(idx & (((uint64_t)1 << order) - 1));
@@ -302,7 +302,7 @@ static int span_fits(hpcmem_heap_t *h, const hpcmem_span_t *s, unsigned order) {
 struct reuse { hpcmem_span_t *best, *grow[GROW_TRIES]; uint64_t most; unsigned ngrow; };
 
 static void reuse_consider(hpcmem_heap_t *h, struct reuse *r, hpcmem_span_t *s, unsigned order) {
-  int fit = span_fits(h, s, order);
+  int fit = s->used ? 0 : span_fits(h, s, order);
   uint64_t touched = (uint64_t)s->bump * s->obj_size;
   if (fit == 2 && (!r->best || touched > r->most)) { r->best = s; r->most = touched; }
   else if (fit == 1 && r->ngrow < GROW_TRIES) r->grow[r->ngrow++] = s;
@@ -327,10 +327,41 @@ static hpcmem_span_t *span_reuse(hpcmem_heap_t *h, unsigned order) {
   return r.best;
 }
 
-static hpcmem_span_t *span_new(hpcmem_heap_t *h, unsigned cls) {
+/* No empty span fits: one of the lone objects (group.h) may empty its span
+ * for class cls.  Of a span of the order first, else of one that grows. */
+static hpcmem_span_t *span_from_lone(hpcmem_heap_t *h, unsigned cls, unsigned order, hpcmem_lone_t *lone) {
+  hpcmem_span_t *s = NULL;
+  int pick = -1;
+  for (unsigned i = 0; i < lone->n; i++) {
+    hpcmem_span_t *x = _hpcmem_span_of(lone->obj[i]);
+    if (!x || x->kind != HPCMEM_SPAN_SMALL || x->heap != h->index || x->used != 1 || x->cls == cls) continue;
+    int fit = span_fits(h, x, order);
+    if (fit == 2 || (fit == 1 && pick < 0)) { s = x; pick = (int)i; }
+    if (fit == 2) break;
+  }
+  if (pick < 0 || (s->order != order && span_grow(h, s, order) < 0)) return NULL;
+  char *p = lone->obj[pick];
+  if (s->start + (size_t)(s->bump - 1) * s->obj_size == p) {
+    s->bump--;                            /* the span's last carving: back unwritten */
+  } else {                                /* the span's other objects are free: p joins them */
+    ((uint64_t *)p)[1] = _hpcmem_free_key;
+    set_next(p, s->free);
+    if (!s->free) s->free_tail = p;
+    s->free = p;
+    h->free_small_bytes += s->obj_size;
+  }
+  s->used = 0;
+  span_file(h, s);
+  span_detach(h, s);
+  lone->taken = pick;
+  return s;
+}
+
+static hpcmem_span_t *span_new(hpcmem_heap_t *h, unsigned cls, hpcmem_lone_t *lone) {
   size_t size = _hpcmem_class_size[cls];
   unsigned order = span_order(cls);
   hpcmem_span_t *s = span_reuse(h, order);
+  if (!s && lone) s = span_from_lone(h, cls, order, lone);
   if (!s && !(s = run_new(h, order, HPCMEM_SPAN_SMALL))) return NULL;
   s->cls = (uint8_t)cls;
   s->obj_size = (uint32_t)size;
@@ -340,34 +371,6 @@ static hpcmem_span_t *span_new(hpcmem_heap_t *h, unsigned cls) {
   map_class(s, (uint8_t)cls);
   span_file(h, s);
   return s;
-}
-
-int _hpcmem_heap_give_lone(hpcmem_heap_t *h, void *p, unsigned cls, int grow) {
-  hpcmem_span_t *s = _hpcmem_span_of(p);
-  unsigned order = span_order(cls);
-  /* a first look without the lock: most spans hold more than this object */
-  if (!s || s->heap != h->index || __atomic_load_n(&s->used, __ATOMIC_RELAXED) != 1 || s->order > order)
-    return 0;
-  if (s->order < order && !grow) return 2;
-  int done = 0;
-  _hpcmem_lock_st(&h->lock);
-  if (s->used == 1 && s->kind == HPCMEM_SPAN_SMALL && s->cls != cls) {
-    if (s->start + (size_t)(s->bump - 1) * s->obj_size == (char *)p) {
-      s->bump--;                          /* the span's last carving: back unwritten */
-    } else {
-      ((uint64_t *)p)[1] = _hpcmem_free_key;
-      set_next(p, s->free);
-      if (!s->free) s->free_tail = p;
-      s->free = p;
-      h->free_small_bytes += s->obj_size;
-    }
-    s->used = 0;
-    span_file(h, s);
-    span_maybe_release(h, s);
-    done = 1;
-  }
-  _hpcmem_unlock_st(&h->lock);
-  return done;
 }
 
 /* Take back objects other groups freed into our spans (heap lock held). */
@@ -406,7 +409,7 @@ static void collect_remote(hpcmem_heap_t *h) {
  * object costs no page fault). */
 #define REFILL_PARTS 16
 unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, hpcmem_refill_t *out, unsigned want,
-                             unsigned most) {
+                             unsigned most, hpcmem_lone_t *lone) {
   struct { void *head, *tail; char *fresh; unsigned n; } part[REFILL_PARTS];
   unsigned got = 0, np = 0;
   void *head = NULL, *tail = NULL;
@@ -432,7 +435,7 @@ unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, hpcmem_refill_t *ou
       }
       h->free_small_bytes -= (uint64_t)(got - before) * size;
     } else {                                  /* then fresh ones, carved lazily */
-      if (!(s = h->fresh[cls]) && !(s = span_new(h, cls))) break;
+      if (!(s = h->fresh[cls]) && !(s = span_new(h, cls, lone))) break;
       unsigned fresh = s->capacity - s->bump;
       if (fresh > want - got) fresh = want - got;
       part[np++] = (typeof(part[0])){NULL, NULL, s->start + (size_t)s->bump * size, fresh};

@@ -156,17 +156,25 @@ typedef struct hpcmem_refill {
   char *fresh;
   unsigned nlist, nfresh;
 } hpcmem_refill_t;
-unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, hpcmem_refill_t *out, unsigned want, unsigned most);
+/* Objects a thread holds alone in its bins (one per class, not written
+ * since they were freed), offered to a refill that would otherwise make a
+ * span of untouched memory: when one is all that is out of its span and the
+ * span can hold the new class's span (of the same size, or smaller and able
+ * to grow in place), it goes back to its span, unwritten when it was the
+ * span's last carving, and the span becomes the new class's (`taken` says
+ * which: the caller's bin no longer holds it), else -1. */
+#define HPCMEM_LONE_MAX 4
+typedef struct hpcmem_lone {
+  void *obj[HPCMEM_LONE_MAX];
+  unsigned cls[HPCMEM_LONE_MAX];
+  unsigned n;
+  int taken;
+} hpcmem_lone_t;
+unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, hpcmem_refill_t *out, unsigned want, unsigned most,
+                             hpcmem_lone_t *lone);
 /* Give back a range of n fresh objects (never written) from a refill without
  * writing them, when nothing was carved from its span after it: 1 done, 0 not. */
 int _hpcmem_heap_uncarve(char *fresh, unsigned n);
-/* A thread whose next refill of class cls will make its heap h carve a new
- * span offers p, a lone object it holds of another class: when p is all
- * that is out of its span and the span can serve cls (of the same order, or
- * smaller when `grow`), p goes back (unwritten when it was the span's last
- * carving) and the empty span is there for cls to take over: 1.  Else p
- * stays the caller's: 0, or 2 when its span is smaller and `grow` is 0. */
-int _hpcmem_heap_give_lone(hpcmem_heap_t *h, void *p, unsigned cls, int grow);
 /* Give back n objects linked through their first word (any spans, any heaps):
  * those of heap `mine` under its lock, the others onto remote lists. */
 void _hpcmem_heap_flush(hpcmem_heap_t *mine, void *list, unsigned n, uint64_t *remote_count);

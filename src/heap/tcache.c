@@ -200,37 +200,29 @@ hpcmem_tcache_t *_hpcmem_tcache_get(void) {
   return t;
 }
 
-/* The heap has no span of class cls with anything to give, nor empty
- * spans kept: its refill will make a span of untouched memory.  A bin that
- * holds a single object (in its slot) of a span that holds nothing else
- * offers it back first, so that the span is empty and the new class takes
- * it over (group.c: span_reuse) -- a program that moves on to other sizes
+/* The heap has no span of class cls with anything to give: its refill may
+ * have to make one of untouched memory.  The bins that hold a single object
+ * (in the slot) offer it, so that an emptied span can take the new class
+ * instead (group.h: hpcmem_lone_t) -- a program that moves on to other sizes
  * one object at a time (a buffer grown by realloc, a growing string)
- * reuses the pages it touched, as with glibc.  One object goes, of a span of the new class's size if there
- * is one, else of a smaller span that can grow.  A class that needs its
- * object back right after (it was not done with it) is not asked again
- * until the next scavenge: two classes taking turns, one object each, would
- * otherwise pass one span back and forth at every turn. */
-static void lend_lone(hpcmem_tcache_t *t, unsigned cls) {
+ * reuses the pages it touched, as with glibc.  A class whose object went
+ * and that needs one again right after (it was not done with it) offers
+ * none until the next scavenge: two classes taking turns, one object each,
+ * would otherwise pass one span back and forth at every turn. */
+static hpcmem_lone_t *lone_offer(hpcmem_tcache_t *t, unsigned cls, hpcmem_lone_t *l) {
   hpcmem_heap_t *h = t->heap;
-  /* looks without the lock (the refill decides): the class has a span, or
-   * the heap keeps empty spans, which a new class takes first */
-  if (__atomic_load_n(&h->partial[cls], __ATOMIC_RELAXED) || __atomic_load_n(&h->fresh[cls], __ATOMIC_RELAXED) ||
-      __atomic_load_n(&h->empty_bytes, __ATOMIC_RELAXED))
-    return;
-  unsigned grow = 0;
-  for (uint64_t m = t->started & ~t->lent & ~t->kept_hot & ~((uint64_t)1 << cls); m; m &= m - 1) {
+  if (__atomic_load_n(&h->partial[cls], __ATOMIC_RELAXED) || __atomic_load_n(&h->fresh[cls], __ATOMIC_RELAXED))
+    return NULL;                     /* a look without the lock: the class has a span */
+  l->n = 0;
+  l->taken = -1;
+  for (uint64_t m = t->started & ~t->lent & ~t->kept_hot & ~((uint64_t)1 << cls); m && l->n < HPCMEM_LONE_MAX; m &= m - 1) {
     unsigned c = (unsigned)__builtin_ctzll(m);
     hpcmem_bin_t *b = &t->bin[c];
     if (!b->slot || b->count || b->nfresh) continue;
-    int rc = _hpcmem_heap_give_lone(h, b->slot, cls, 0);
-    if (rc == 1) { grow = c; break; }
-    if (rc == 2 && !grow) grow = c | 0x100;        /* a smaller span: if nothing better comes */
+    l->obj[l->n] = b->slot;
+    l->cls[l->n++] = c;
   }
-  if (grow & 0x100 && _hpcmem_heap_give_lone(h, t->bin[grow & 0xff].slot, cls, 1) != 1) return;
-  if (!grow) return;
-  t->bin[grow & 0xff].slot = NULL;
-  t->lent |= (uint64_t)1 << (grow & 0xff);
+  return l->n ? l : NULL;
 }
 
 /* The first object of the process is written here, so its page is faulted
@@ -258,12 +250,16 @@ void *_hpcmem_tcache_refill(hpcmem_tcache_t *t, unsigned cls) {
     t->lent &= ~((uint64_t)1 << cls);
     t->kept_hot |= (uint64_t)1 << cls;
   }
-  lend_lone(t, cls);
+  hpcmem_lone_t lone, *offer = lone_offer(t, cls, &lone);
   hpcmem_refill_t r;
-  unsigned got = _hpcmem_heap_refill(t->heap, cls, &r, want, most);
+  unsigned got = _hpcmem_heap_refill(t->heap, cls, &r, want, most, offer);
+  if (offer && lone.taken >= 0) {
+    t->bin[lone.cls[lone.taken]].slot = NULL;
+    t->lent |= (uint64_t)1 << lone.cls[lone.taken];
+  }
   if (!got) {   /* this group's slice is full: borrow from the other groups */
     for (unsigned i = 1; i < _hpcmem_heaps.count && !got; i++)
-      got = _hpcmem_heap_refill(&_hpcmem_heaps.heap[(t->heap->index + i) % _hpcmem_heaps.count], cls, &r, want, most);
+      got = _hpcmem_heap_refill(&_hpcmem_heaps.heap[(t->heap->index + i) % _hpcmem_heaps.count], cls, &r, want, most, NULL);
     if (!got) return NULL;
   }
   b->head = r.list;             /* they carry the free key (heap refill) */

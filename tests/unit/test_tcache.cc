@@ -53,14 +53,14 @@ TEST(_hpcmem_heap_refill, takes_a_free_object_before_carving_a_fresh_one) {
   unsigned cls = _hpcmem_size_class(112 << 10);       // a class no one else here uses
   size_t size = _hpcmem_class_size[cls];
   hpcmem_refill_t r;
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, 1), 1u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, 1, nullptr), 1u);
   hpcmem_span_t *x = _hpcmem_span_of(r.first);
   unsigned cap = x->capacity;
   ASSERT_GE(cap, 4u);
   std::vector<void *> xs{r.first};
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, cap - 1, cap - 1), cap - 1);   // span x carved out
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, cap - 1, cap - 1, nullptr), cap - 1);   // span x carved out
   for (void *p : objects_of(r, size)) { ASSERT_EQ(_hpcmem_span_of(p), x); xs.push_back(p); }
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, cap, cap), cap);               // a second span, y
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, cap, cap, nullptr), cap);               // a second span, y
   hpcmem_span_t *y = _hpcmem_span_of(r.first);
   ASSERT_NE(y, x);
   ASSERT_EQ(r.nfresh, cap - 1);
@@ -68,7 +68,7 @@ TEST(_hpcmem_heap_refill, takes_a_free_object_before_carving_a_fresh_one) {
   give_back(h, {xs[0]});                              // x gets a free object
   ASSERT_EQ(_hpcmem_heap_uncarve(r.fresh, r.nfresh), 1);   // y gets its room back (a thread's exit)
   EXPECT_EQ(_hpcmem_heap_check(h), 0);
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, 1), 1u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, 1, nullptr), 1u);
   EXPECT_EQ(r.first, xs[0]) << "a refill carved y's fresh memory while x had a free object";
   EXPECT_EQ(r.nfresh, 0u);
   EXPECT_EQ(_hpcmem_heap_check(h), 0);
@@ -82,10 +82,10 @@ TEST(_hpcmem_heap_refill, carves_fresh_objects_once_no_span_has_a_free_one) {
   unsigned cls = _hpcmem_size_class(96 << 10);
   size_t size = _hpcmem_class_size[cls];
   hpcmem_refill_t r;
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 2, 2), 2u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 2, 2, nullptr), 2u);
   std::vector<void *> got = objects_of(r, size);
   give_back(h, {got[1]});
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 3, 3), 3u);  // the free one, then two fresh ones
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 3, 3, nullptr), 3u);  // the free one, then two fresh ones
   std::vector<void *> more = objects_of(r, size);
   ASSERT_EQ(more.size(), 3u);
   int recycled = 0;
@@ -288,13 +288,13 @@ TEST(_hpcmem_heap_refill, a_new_class_takes_over_an_empty_span_of_another) {
   unsigned a = _hpcmem_size_class(40 << 10), b = _hpcmem_size_class(48 << 10);   // classes only this test uses
   ASSERT_EQ(_hpcmem_class_geom[a].span_mask, _hpcmem_class_geom[b].span_mask);   // spans of one size
   hpcmem_refill_t r;
-  ASSERT_EQ(_hpcmem_heap_refill(h, a, &r, 2, 2), 2u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, a, &r, 2, 2, nullptr), 2u);
   std::vector<void *> xs = objects_of(r, _hpcmem_class_size[a]);
   hpcmem_span_t *s = _hpcmem_span_of(xs[0]);
   for (void *x : xs) memset(x, 0x5a, _hpcmem_class_size[a]);
   give_back(h, xs);                                   // the span is empty: its class's last one
   EXPECT_EQ(_hpcmem_heap_check(h), 0);
-  ASSERT_EQ(_hpcmem_heap_refill(h, b, &r, 3, 3), 3u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, b, &r, 3, 3, nullptr), 3u);
   std::vector<void *> ys = objects_of(r, _hpcmem_class_size[b]);
   EXPECT_EQ(_hpcmem_span_of(ys[0]), s) << "class b got untouched memory while a's empty span was there";
   EXPECT_EQ(s->cls, b);
@@ -310,26 +310,39 @@ TEST(_hpcmem_heap_refill, a_new_class_takes_over_an_empty_span_of_another) {
   EXPECT_EQ(_hpcmem_heap_check(h), 0);
 }
 
-// A lone object goes back only when nothing else of its span is out, and
-// only for a class whose spans it can hold.
-TEST(_hpcmem_heap_give_lone, only_a_span_that_empties_and_fits) {
+// A lone object offered to a refill that needs a new span goes back only
+// when nothing else of its span is out; its span then becomes the new
+// class's, starting where the lone object's class started.
+TEST(_hpcmem_heap_refill, takes_the_span_of_a_lone_object_that_empties_it) {
   hpcmem_heap_t *h = heap0();
-  unsigned a = _hpcmem_size_class(7 << 10), big = _hpcmem_size_class(80 << 10), same = _hpcmem_size_class(6 << 10);
-  unsigned small = _hpcmem_size_class(2 << 10) ;   // spans: a, same and small 64 KiB, big 1 MiB
-  (void)small;
+  unsigned a = _hpcmem_size_class(12 << 10), b = _hpcmem_size_class(14 << 10), c = _hpcmem_size_class(10 << 10);
+  ASSERT_EQ(_hpcmem_class_geom[a].span_mask, _hpcmem_class_geom[b].span_mask);   // 128 KiB spans, classes
+  ASSERT_EQ(_hpcmem_class_geom[a].span_mask, _hpcmem_class_geom[c].span_mask);   // only this test uses
   hpcmem_refill_t r;
-  ASSERT_EQ(_hpcmem_heap_refill(h, a, &r, 2, 2), 2u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, a, &r, 2, 2, nullptr), 2u);
   std::vector<void *> xs = objects_of(r, _hpcmem_class_size[a]);
   hpcmem_span_t *s = _hpcmem_span_of(xs[0]);
-  ASSERT_EQ(s->used, 2u);
-  EXPECT_EQ(_hpcmem_heap_give_lone(h, xs[1], same, 0), 0) << "the span still has another object out";
-  give_back(h, {xs[0]});
-  ASSERT_EQ(s->used, 1u);
-  EXPECT_EQ(_hpcmem_heap_give_lone(h, xs[1], a, 0), 0) << "its own class";
-  EXPECT_EQ(_hpcmem_heap_give_lone(h, xs[1], big, 0), 2) << "a smaller span: only when growing is allowed";
+  memset(xs[1], 1, _hpcmem_class_size[a]);
+  hpcmem_lone_t lone = {};
+  lone.obj[0] = xs[1];
+  lone.cls[0] = a;
+  lone.n = 1;
+  lone.taken = -1;
+  ASSERT_EQ(_hpcmem_heap_refill(h, b, &r, 1, 1, &lone), 1u);
+  EXPECT_EQ(lone.taken, -1) << "xs[0] is out too: the span does not empty";
+  EXPECT_NE(_hpcmem_span_of(r.first), s);
+  void *other = r.first;                              // kept out: its span would be taken first
+  give_back(h, {xs[0]});                              // now xs[1] is all that is out of s
   EXPECT_EQ(s->used, 1u);
-  EXPECT_EQ(_hpcmem_heap_give_lone(h, xs[1], same, 0), 1);
-  EXPECT_EQ(s->used, 0u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, c, &r, 1, 1, &lone), 1u);
+  EXPECT_EQ(lone.taken, 0);
+  EXPECT_EQ(_hpcmem_span_of(r.first), s);
+  EXPECT_EQ((char *)r.first, s->start) << "the new class starts where the old one did";
+  EXPECT_EQ(s->cls, c);
+  EXPECT_NE(((uint64_t *)r.first)[1], _hpcmem_free_key);
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+  give_back(h, {r.first});
+  give_back(h, {other});
   EXPECT_EQ(_hpcmem_heap_check(h), 0);
 }
 
