@@ -47,7 +47,8 @@ typedef struct hpcmem_span {
   uint8_t pending;           /* on the heap's pending stack */
   uint8_t kept;              /* empty, counted in the heap's empty_bytes instead of given back */
   uint8_t on_kept_list;      /* on the heap's queue of kept spans (maybe reused since: kept 0) */
-  uint8_t pad_[5];
+  uint8_t pad_;
+  uint32_t dirty;            /* bytes from start that another class touched (taken over: group.c) */
   void *free;                /* owner-lock protected; its objects carry the free key */
   void *free_tail;           /* last object of free (when free is not NULL) */
   /* second line */
@@ -71,7 +72,7 @@ typedef struct hpcmem_heap {
   uint64_t free_small_bytes;                 /* bytes in span free lists (retained) */
   uint64_t empty_bytes;                      /* bytes of empty spans kept (group.c: empty_budget) */
   hpcmem_span_t *kept_head, *kept_tail;      /* spans kept empty, oldest first */
-  uint64_t empty_last;                       /* classes whose last span became empty (maybe no longer) */
+  uint64_t dirty_bytes;                      /* pages of taken-over spans beyond their carving (group.c) */
 } hpcmem_heap_t;
 
 typedef struct hpcmem_heaps {
