@@ -337,6 +337,44 @@ TEST(_hpcmem_heap_refill, takes_the_span_of_a_lone_object_that_empties_it) {
   EXPECT_EQ(_hpcmem_heap_check(h), 0);
 }
 
+// The pages the old class touched in a span taken over count against the
+// heap's empty-span budget until the new class has carved past them.
+TEST(_hpcmem_heap_refill, a_taken_over_span_counts_the_old_class_pages_until_carved) {
+  hpcmem_heap_t *h = heap0();
+  unsigned a = _hpcmem_size_class(3 << 10), b = _hpcmem_size_class(7 << 10);     // classes only this test uses
+  ASSERT_EQ(_hpcmem_class_geom[a].span_mask, _hpcmem_class_geom[b].span_mask);
+  hpcmem_refill_t r;
+  ASSERT_EQ(_hpcmem_heap_refill(h, a, &r, 10, 10, nullptr), 10u);
+  std::vector<void *> xs = objects_of(r, _hpcmem_class_size[a]);
+  for (void *x : xs) memset(x, 1, _hpcmem_class_size[a]);
+  void *lone_obj = xs[3];                             // not the last carving: it goes onto the free list
+  xs.erase(xs.begin() + 3);
+  give_back(h, xs);
+  hpcmem_span_t *s = _hpcmem_span_of(lone_obj);
+  ASSERT_EQ(s->used, 1u);
+  uint64_t before = h->dirty_bytes;
+  hpcmem_lone_t lone = {};
+  lone.obj[0] = lone_obj;
+  lone.cls[0] = a;
+  lone.n = 1;
+  lone.taken = -1;
+  ASSERT_EQ(_hpcmem_heap_refill(h, b, &r, 1, 1, &lone), 1u);
+  ASSERT_EQ(lone.taken, 0);
+  ASSERT_EQ(_hpcmem_span_of(r.first), s);
+  std::vector<void *> ys{r.first};
+  EXPECT_EQ(s->dirty, 32768u) << "ten objects of 3 KiB: eight pages touched";
+  EXPECT_EQ(h->dirty_bytes - before, 32768u - 8192u) << "less the new class's first object's pages";
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+  ASSERT_EQ(_hpcmem_heap_refill(h, b, &r, 4, 4, nullptr), 4u);   // five objects of 7 KiB: carved past it
+  for (void *y : objects_of(r, _hpcmem_class_size[b])) ys.push_back(y);
+  EXPECT_EQ(s->dirty, 0u);
+  EXPECT_EQ(h->dirty_bytes, before);
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+  for (void *y : ys) { *(void **)y = nullptr; ((uint64_t *)y)[1] = 0; }
+  give_back(h, ys);
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+}
+
 // A thread that moves on to a new size lends its lone object of the last
 // size, and the new class starts on that object's page; two classes that
 // take turns do not pass a span back and forth at every turn.
