@@ -457,14 +457,15 @@ static ALWAYS_INLINE hpcmem_bin_t *bin_of(hpcmem_tcache_t *t, const void *p) {
   return (hpcmem_bin_t *)((uint64_t *)t->bin + k);
 }
 
-/* A hit whose accounting word would go negative.  With no budget given
- * (credit 0) the slow path emptied the word to see this call (timing
- * sample, tracing, routed malloc): the slow path takes it.  Else the budget
- * ran out: the hit, counted as settled, and the slow paths' settling
- * (publish, or new budgets). */
+/* A hit whose accounting word would go negative.  When the slow path
+ * emptied the word to see this call (its timing sample is due; tracing,
+ * routed malloc), the slow path takes it.  Else the budget ran out: the
+ * hit, counted as settled, and the slow paths' settling (publish, or new
+ * budgets; a budget may be 0 when the thread's live bytes are a whole
+ * HPCMEM_PUBLISH_BYTES past what it published). */
 HPCMEM_NOINLINE static void *malloc_settle(size_t n) {
   hpcmem_tcache_t *t = _hpcmem_tc;
-  if (t->credit_alloc) {
+  if (!t->time_alloc && !__atomic_load_n(&_hpcmem_tcache_alloc_off, __ATOMIC_RELAXED)) {
     unsigned c = _hpcmem_size_class(n);       /* n < fast_lim: the fast path came here */
     hpcmem_bin_t *b = &t->bin[c];
     void *p = bin_take(t, b, c);
@@ -481,7 +482,7 @@ HPCMEM_NOINLINE static void *malloc_settle(size_t n) {
 HPCMEM_NOINLINE static void free_settle(void *p) {
   hpcmem_tcache_t *t = _hpcmem_tc;
   hpcmem_bin_t *b = bin_of(t, p);
-  if (t->credit_free && b && bin_put(b, p, _hpcmem_free_key) == 0) {
+  if (!t->time_free && b && bin_put(b, p, _hpcmem_free_key) == 0) {
     t->n_free++;
     t->b_freed += b->step >> 32;
     _hpcmem_stats_maybe_publish(t);

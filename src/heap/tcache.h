@@ -132,7 +132,7 @@ static inline void _hpcmem_tcache_settle(hpcmem_tcache_t *t) {
  * (tracing, or plain malloc routed to another segment) and free's (tracing). */
 extern int _hpcmem_tcache_alloc_off, _hpcmem_tcache_fast_off;
 /* New budgets for a settled thread whose live bytes are `drift` past what it
- * published (|drift| < HPCMEM_PUBLISH_BYTES): the live bytes may rise or
+ * published (|drift| <= HPCMEM_PUBLISH_BYTES): the live bytes may rise or
  * fall by the rest before the next check.  A direction whose timing sample
  * is due, or whose fast path is off, gets none: its next call comes to the
  * slow path. */
