@@ -329,7 +329,7 @@ static int free_any(hpcmem_tcache_t *t, void *p, const char *fn) {
       _hpcmem_span_remote_free(s, p);
       t->st.remote_free_count++;
     } else {
-      _hpcmem_tcache_bin_start(b, s->cls);
+      _hpcmem_tcache_bin_start(t, s->cls);
       if (empty) _hpcmem_tcache_put_empty(b, p, _hpcmem_free_key);
       else {
         *(void **)p = b->head;
@@ -414,7 +414,7 @@ static ALWAYS_INLINE void *bin_take(hpcmem_tcache_t *t, hpcmem_bin_t *b, unsigne
     b->slot = NULL;
   } else if (HPCMEM_LIKELY(b->nfresh != 0)) {
     p = t->fresh[c];
-    t->fresh[c] = (char *)p + (b->step >> 32);
+    t->fresh[c] = (char *)p + _hpcmem_class_size[c];   /* not b->step: the hit's subtraction keeps its load */
     b->nfresh--;
   }
   return p;
@@ -424,8 +424,8 @@ static ALWAYS_INLINE void *bin_take(hpcmem_tcache_t *t, hpcmem_bin_t *b, unsigne
  * list when it does not carry the free key (a suspected double free goes to
  * the slow path's search) and the list has room; when the list is empty,
  * into the slot without being read (p cannot be on the empty list; a second
- * free of the slot's object, and a class this thread never used, go to the
- * slow path).  0, or -1: the slow path must see p. */
+ * free of the slot's object goes to the slow path).  0, or -1: the slow path
+ * must see p. */
 static ALWAYS_INLINE int bin_put(hpcmem_bin_t *b, void *p, uint64_t key) {
   if (HPCMEM_LIKELY(b->count != 0)) {         /* the slot is empty while the list is not */
     if (HPCMEM_UNLIKELY(((uint64_t *)p)[1] == key) || HPCMEM_UNLIKELY(b->count >= b->max)) return -1;
@@ -435,7 +435,7 @@ static ALWAYS_INLINE int bin_put(hpcmem_bin_t *b, void *p, uint64_t key) {
     b->count++;
     return 0;
   }
-  if (HPCMEM_UNLIKELY(b->max == 0) || HPCMEM_UNLIKELY(p == b->slot)) return -1;
+  if (HPCMEM_UNLIKELY(p == b->slot)) return -1;
   _hpcmem_tcache_put_empty(b, p, key);
   return 0;
 }
@@ -444,23 +444,28 @@ static ALWAYS_INLINE int bin_put(hpcmem_bin_t *b, void *p, uint64_t key) {
  * slice, on an object boundary (the class map's key, scaled by 8, addresses
  * both the geometry and the bin); else NULL. */
 static ALWAYS_INLINE hpcmem_bin_t *bin_of(hpcmem_tcache_t *t, const void *p) {
-  uintptr_t off = (uintptr_t)p - (uintptr_t)t->slice;
-  if (HPCMEM_UNLIKELY(off >= ((uintptr_t)1 << HPCMEM_SLICE_SHIFT))) return NULL;
-  size_t k = t->classmap[off >> HPCMEM_CHUNK_SHIFT];
-  /* indexed in 8-byte words, so that the compiler scales k in the address */
+  uintptr_t off = (uintptr_t)p - (uintptr_t)t->slice, chunk = off >> HPCMEM_CHUNK_SHIFT;
+  if (HPCMEM_UNLIKELY(chunk >= ((uintptr_t)1 << (HPCMEM_SLICE_SHIFT - HPCMEM_CHUNK_SHIFT)))) return NULL;
+  size_t k = t->classmap[chunk];
+  /* indexed in 8-byte words, so that k scaled by 8 is part of each address */
   if (HPCMEM_UNLIKELY(!_hpcmem_class_on_boundary((const hpcmem_class_geom_t *)((const uint64_t *)_hpcmem_class_geom + k), off)))
     return NULL;
+  /* hides from the compiler that this is the k above, which it would
+   * otherwise shift once for both tables and add to each (two instructions
+   * more than the scaled addresses) */
+  __asm__("" : "+r"(k));
   return (hpcmem_bin_t *)((uint64_t *)t->bin + k);
 }
 
-/* A hit whose accounting word would go negative.  With no budget given
- * (credit 0) the slow path emptied the word to see this call (timing
- * sample, tracing, routed malloc): the slow path takes it.  Else the budget
- * ran out: the hit, counted as settled, and the slow paths' settling
- * (publish, or new budgets). */
+/* A hit whose accounting word would go negative.  When the slow path
+ * emptied the word to see this call (its timing sample is due; tracing,
+ * routed malloc), the slow path takes it.  Else the budget ran out: the
+ * hit, counted as settled, and the slow paths' settling (publish, or new
+ * budgets; a budget may be 0 when the thread's live bytes are a whole
+ * HPCMEM_PUBLISH_BYTES past what it published). */
 HPCMEM_NOINLINE static void *malloc_settle(size_t n) {
   hpcmem_tcache_t *t = _hpcmem_tc;
-  if (t->credit_alloc) {
+  if (!t->time_alloc && !__atomic_load_n(&_hpcmem_tcache_alloc_off, __ATOMIC_RELAXED)) {
     unsigned c = _hpcmem_size_class(n);       /* n < fast_lim: the fast path came here */
     hpcmem_bin_t *b = &t->bin[c];
     void *p = bin_take(t, b, c);
@@ -477,7 +482,7 @@ HPCMEM_NOINLINE static void *malloc_settle(size_t n) {
 HPCMEM_NOINLINE static void free_settle(void *p) {
   hpcmem_tcache_t *t = _hpcmem_tc;
   hpcmem_bin_t *b = bin_of(t, p);
-  if (t->credit_free && b && bin_put(b, p, _hpcmem_free_key) == 0) {
+  if (!t->time_free && b && bin_put(b, p, _hpcmem_free_key) == 0) {
     t->n_free++;
     t->b_freed += b->step >> 32;
     _hpcmem_stats_maybe_publish(t);
@@ -486,20 +491,23 @@ HPCMEM_NOINLINE static void free_settle(void *p) {
   free_slow(p);
 }
 
-EXPORT void *malloc(size_t n) {
-  hpcmem_tcache_t *t = _hpcmem_tc;
-  unsigned k;                                  /* the class's key: bins are 32 bytes, 8 * k apart */
-  if (HPCMEM_LIKELY(n <= HPCMEM_TINY_MAX)) k = _hpcmem_key_of_size[n];
-  else if (n < fast_lim) k = HPCMEM_CLASS_KEY(_hpcmem_size_class(n));
-  else goto slow;
+/* malloc's hit on the bin of key k (bins are 32 bytes, 8 * k apart) */
+static ALWAYS_INLINE void *malloc_hit(hpcmem_tcache_t *t, size_t k, size_t n) {
   hpcmem_bin_t *b = (hpcmem_bin_t *)((uint64_t *)t->bin + k);
   uint64_t left = t->acct_alloc - b->step;
   if (HPCMEM_UNLIKELY((int64_t)left < 0)) return malloc_settle(n);
   void *p = bin_take(t, b, HPCMEM_KEY_CLASS(k));
-  if (HPCMEM_UNLIKELY(p == NULL)) goto slow;
+  if (HPCMEM_UNLIKELY(p == NULL)) return malloc_slow(n, 0, HPCMEM_EV_MALLOC);
   t->acct_alloc = left;
   return p;
-slow:
+}
+
+/* Two copies of the hit, one for each way to the key: shared, the compiler
+ * moved the key between registers where the two met. */
+EXPORT void *malloc(size_t n) {
+  hpcmem_tcache_t *t = _hpcmem_tc;
+  if (HPCMEM_LIKELY(n <= HPCMEM_TINY_MAX)) return malloc_hit(t, _hpcmem_key_of_size[n], n);
+  if (n < fast_lim) return malloc_hit(t, HPCMEM_CLASS_KEY(_hpcmem_size_class(n)), n);
   return malloc_slow(n, 0, HPCMEM_EV_MALLOC);
 }
 

@@ -33,11 +33,11 @@ hpcmem_tcache_t *_hpcmem_thread_cache(void);
 /* statistics (stats.c) */
 void _hpcmem_stats_publish(hpcmem_tcache_t *t);
 /* After a slow path moved b_alloc or b_freed: publish when the thread's
- * unpublished change reached HPCMEM_PUBLISH_BYTES, else give the fast paths
- * what is left of it as budgets (never 0: an empty budget is the fast
- * paths' sign that the slow path wants to see the next call).  The
- * settling is done here, not by _hpcmem_tcache_settle: the new budgets
- * replace the words at once. */
+ * unpublished change exceeds HPCMEM_PUBLISH_BYTES (as stats.c says; at
+ * "reaches", every malloc and free of a 64 KiB object published: 91 -> 55
+ * instructions a pair), else give the fast paths what is left of it as
+ * budgets.  The settling is done here, not by _hpcmem_tcache_settle: the
+ * new budgets replace the words at once. */
 static inline void _hpcmem_stats_maybe_publish(hpcmem_tcache_t *t) {
   uint64_t a = t->acct_alloc, f = t->acct_free;
   t->n_alloc += HPCMEM_ACCT_CALLS - (uint32_t)a;
@@ -45,7 +45,7 @@ static inline void _hpcmem_stats_maybe_publish(hpcmem_tcache_t *t) {
   t->n_free += HPCMEM_ACCT_CALLS - (uint32_t)f;
   t->b_freed += t->credit_free - (uint32_t)(f >> 32);
   int64_t drift = (int64_t)(t->b_alloc - t->b_freed) - t->published;
-  if (HPCMEM_UNLIKELY((uint64_t)(drift + HPCMEM_PUBLISH_BYTES - 1) >= (uint64_t)(2 * HPCMEM_PUBLISH_BYTES - 1))) {
+  if (HPCMEM_UNLIKELY((uint64_t)(drift + HPCMEM_PUBLISH_BYTES) > (uint64_t)(2 * HPCMEM_PUBLISH_BYTES))) {
     t->credit_alloc = (uint32_t)(a >> 32);        /* settled: nothing left in the words */
     __atomic_store_n(&t->acct_alloc, a | HPCMEM_ACCT_CALLS, __ATOMIC_RELAXED);
     t->credit_free = (uint32_t)(f >> 32);

@@ -47,7 +47,8 @@ typedef struct hpcmem_span {
   uint8_t pending;           /* on the heap's pending stack */
   uint8_t kept;              /* empty, counted in the heap's empty_bytes instead of given back */
   uint8_t on_kept_list;      /* on the heap's queue of kept spans (maybe reused since: kept 0) */
-  uint8_t pad_[5];
+  uint8_t pad_;
+  uint32_t dirty;            /* bytes from start that another class touched (taken over: group.c) */
   void *free;                /* owner-lock protected; its objects carry the free key */
   void *free_tail;           /* last object of free (when free is not NULL) */
   /* second line */
@@ -71,6 +72,7 @@ typedef struct hpcmem_heap {
   uint64_t free_small_bytes;                 /* bytes in span free lists (retained) */
   uint64_t empty_bytes;                      /* bytes of empty spans kept (group.c: empty_budget) */
   hpcmem_span_t *kept_head, *kept_tail;      /* spans kept empty, oldest first */
+  uint64_t dirty_bytes;                      /* pages of taken-over spans beyond their carving (group.c) */
 } hpcmem_heap_t;
 
 typedef struct hpcmem_heaps {
@@ -155,7 +157,22 @@ typedef struct hpcmem_refill {
   char *fresh;
   unsigned nlist, nfresh;
 } hpcmem_refill_t;
-unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, hpcmem_refill_t *out, unsigned want, unsigned most);
+/* Objects a thread holds alone in its bins (one per class, not written
+ * since they were freed), offered to a refill that would otherwise make a
+ * span of untouched memory: when one is all that is out of its span and the
+ * span can hold the new class's span (of the same size, or smaller and able
+ * to grow in place), it goes back to its span, unwritten when it was the
+ * span's last carving, and the span becomes the new class's (`taken` says
+ * which: the caller's bin no longer holds it), else -1. */
+#define HPCMEM_LONE_MAX 4
+typedef struct hpcmem_lone {
+  void *obj[HPCMEM_LONE_MAX];
+  unsigned cls[HPCMEM_LONE_MAX];
+  unsigned n;
+  int taken;
+} hpcmem_lone_t;
+unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, hpcmem_refill_t *out, unsigned want, unsigned most,
+                             hpcmem_lone_t *lone);
 /* Give back a range of n fresh objects (never written) from a refill without
  * writing them, when nothing was carved from its span after it: 1 done, 0 not. */
 int _hpcmem_heap_uncarve(char *fresh, unsigned n);

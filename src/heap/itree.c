@@ -146,6 +146,26 @@ static void extent_grow(hpcmem_itree_t *t) {
   r->code = 1;                                  /* the right half is free: order - 1 */
 }
 
+/* n (at cursor c, of an order >= order) is fully free: its descendant
+ * `run` of the order becomes the run, and the nodes between have a free
+ * other side, never read (below a fully free node everything is zero).
+ * Returns the run's first block. */
+static int64_t take_run(hpcmem_itree_t *t, uint64_t n, cursor_t c, uint64_t run, unsigned order) {
+  uint64_t top = n;
+  if (run != n) c = cur_at(t, run);
+  c.p->code = (uint8_t)(RUN_BIT | NONE_FREE(order));
+  c.p->used = (uint32_t)1 << order;
+  for (uint64_t a = run; a > top;) {
+    c = cur_parent(t, c, a >> 1);
+    a >>= 1;
+    c.p->used = (uint32_t)1 << order;
+    c.p->code = 1;                              /* longest free: the other half, order - 1 */
+  }
+  t->used_blocks += (uint64_t)1 << order;
+  pull_up(t, top, c, (int32_t)1 << order);
+  return (int64_t)((run << order) - ((uint64_t)1 << t->depth));
+}
+
 int64_t _hpcmem_itree_alloc(hpcmem_itree_t *t, unsigned order) {
   if (order > t->depth) return -1;
   for (;;) {
@@ -163,28 +183,38 @@ int64_t _hpcmem_itree_alloc(hpcmem_itree_t *t, unsigned order) {
         ord--;
       }
       /* n is fully free (ord >= order; when equal, it was found split above
-       * down to its order): the run is its leftmost descendant of the order,
-       * and the nodes between have a free other side, never read */
-      uint64_t top = n;
-      if (ord != order) {
-        n <<= ord - order;
-        c = cur_at(t, n);
-      }
-      c.p->code = (uint8_t)(RUN_BIT | NONE_FREE(order));
-      c.p->used = (uint32_t)1 << order;
-      for (uint64_t a = n; a > top;) {
-        c = cur_parent(t, c, a >> 1);
-        a >>= 1;
-        c.p->used = (uint32_t)1 << order;
-        c.p->code = 1;                          /* longest free: the other half, order - 1 */
-      }
-      t->used_blocks += (uint64_t)1 << order;
-      pull_up(t, top, c, (int32_t)1 << order);
-      return (int64_t)((n << order) - ((uint64_t)1 << t->depth));
+       * down to its order): the run is its leftmost descendant of the order */
+      return take_run(t, n, c, n << (ord - order), order);
     }
     if (t->extent_order >= t->depth) return -1;
     extent_grow(t);
   }
+}
+
+int _hpcmem_itree_grow(hpcmem_itree_t *t, uint64_t idx, unsigned order, unsigned to) {
+  if (to > t->extent_order || order >= to || (idx & (((uint64_t)1 << to) - 1)) || (idx >> t->extent_order))
+    return -EINVAL;
+  uint64_t n = (((uint64_t)1 << t->depth) + idx) >> order;    /* the run's node */
+  cursor_t c = cur_at(t, n), run = c;
+  if (c.p->code != (uint8_t)(RUN_BIT | NONE_FREE(order))) return -EINVAL;
+  /* the other halves up to the new order must be fully free */
+  for (unsigned o = order; o < to; o++, n >>= 1) {
+    if (cur_sibling(t, c, n)->code != 0) return -EBUSY;
+    c = cur_parent(t, c, n >> 1);
+  }
+  /* below the new run everything becomes zero again, as below a free node */
+  uint64_t a = (((uint64_t)1 << t->depth) + idx) >> order;
+  for (cursor_t d = run; a > n; a >>= 1) {
+    d.p->code = 0;
+    d.p->used = 0;
+    d = cur_parent(t, d, a >> 1);
+  }
+  c.p->code = (uint8_t)(RUN_BIT | NONE_FREE(to));
+  c.p->used = (uint32_t)1 << to;
+  int32_t delta = (int32_t)(((uint32_t)1 << to) - ((uint32_t)1 << order));
+  t->used_blocks += (uint64_t)delta;
+  pull_up(t, n, c, delta);
+  return 0;
 }
 
 /* Find the run node that starts at idx (descending along the address bits). */

@@ -59,6 +59,10 @@ void _hpcmem_itree_init(hpcmem_itree_t *t, void *mgmt, unsigned depth, unsigned 
                         unsigned initial_extent_order);
 /* A run of 2^order blocks: its first block index, or -1 when none is free. */
 int64_t _hpcmem_itree_alloc(hpcmem_itree_t *t, unsigned order);
+/* The run of 2^order blocks at idx becomes one of 2^to (to > order) in place,
+ * when idx is aligned to it and the rest of it is free: 0, -EBUSY, -EINVAL
+ * (no such run). */
+int _hpcmem_itree_grow(hpcmem_itree_t *t, uint64_t idx, unsigned order, unsigned to);
 /* Free the run that starts at block idx: its order, or -EINVAL when idx is not
  * the first block of an allocated run (interior or unallocated: double free). */
 int _hpcmem_itree_free(hpcmem_itree_t *t, uint64_t idx);

@@ -25,8 +25,8 @@
  * onto the list), which keeps it off the list paths.  Last, a range of fresh
  * objects never written (from a refill), handed out by bumping a pointer
  * (hpcmem_tcache_t.fresh): a class's memory is first touched by the program,
- * not by the allocator.  max == 0: the class was never used by this thread
- * (its first refill takes a single object).  32 bytes: everything a list or
+ * not by the allocator.  A class this thread never used (not in `started`)
+ * takes a single object at its first refill.  32 bytes: everything a list or
  * slot hit reads of its bin is in one cache line. */
 typedef struct hpcmem_bin {
   void *head;
@@ -84,6 +84,9 @@ typedef struct hpcmem_tcache {
   int in_call;                     /* inside calloc/realloc/...: the inner calls are not events */
   hpcmem_stats_t st;               /* the other counters (merged by hpcmem_stats) */
   uint64_t bins_active;            /* classes that refilled or flushed since the last scavenge (tcache.c) */
+  uint64_t started;                /* classes this thread has used (refilled or freed into) */
+  uint64_t lent, kept_hot;         /* classes whose lone object went to a new class's span; those
+                                      that needed it back (tcache.c: lend_lone) */
   uint32_t bin_events;             /* refills and flushes since then */
   struct hpcmem_tcache *next_all;  /* registry of live caches */
   int live;
@@ -129,7 +132,7 @@ static inline void _hpcmem_tcache_settle(hpcmem_tcache_t *t) {
  * (tracing, or plain malloc routed to another segment) and free's (tracing). */
 extern int _hpcmem_tcache_alloc_off, _hpcmem_tcache_fast_off;
 /* New budgets for a settled thread whose live bytes are `drift` past what it
- * published (|drift| < HPCMEM_PUBLISH_BYTES): the live bytes may rise or
+ * published (|drift| <= HPCMEM_PUBLISH_BYTES): the live bytes may rise or
  * fall by the rest before the next check.  A direction whose timing sample
  * is due, or whose fast path is off, gets none: its next call comes to the
  * slow path. */
@@ -148,8 +151,8 @@ hpcmem_tcache_t *_hpcmem_tcache_get(void);
 /* Refill the empty bin cls (slot and list); returns an object that does not
  * carry the free key (a fresh one is not written) or NULL (out of memory). */
 void *_hpcmem_tcache_refill(hpcmem_tcache_t *t, unsigned cls);
-/* A bin of a class never used (max 0) gets its starting room. */
-void _hpcmem_tcache_bin_start(hpcmem_bin_t *b, unsigned cls);
+/* Class cls is used by this thread: its next refill is not its first. */
+void _hpcmem_tcache_bin_start(hpcmem_tcache_t *t, unsigned cls);
 /* Put p (freed, of class cls, of the thread's heap) into bin cls when its
  * list is empty: into the empty slot without writing it, or onto the list
  * after the slot's object.  Returns 0, or -1 when p is the slot's object (a

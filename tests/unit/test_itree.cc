@@ -215,3 +215,88 @@ TEST(_hpcmem_itree_alloc, leaves_the_free_side_unwritten) {
   EXPECT_EQ(_hpcmem_itree_check(&tr.t), 0);
   for (unsigned char c : tr.mem) ASSERT_EQ(c, 0);  // all free: all zero again
 }
+
+// A run grows in place over the free rest of its aligned block: the tree
+// then holds one run of the new order at the same start, every invariant
+// holds (the nodes below it are zero again), and freeing it frees it all.
+TEST(_hpcmem_itree_grow, takes_the_free_rest_of_the_block) {
+  Tree tr(10, 10, 4);
+  int64_t a = _hpcmem_itree_alloc(&tr.t, 4);          // blocks [0, 16)
+  ASSERT_EQ(a, 0);
+  int64_t b = _hpcmem_itree_alloc(&tr.t, 4);          // the other half of the area
+  ASSERT_EQ(b, 512);
+  EXPECT_EQ(_hpcmem_itree_grow(&tr.t, 0, 4, 7), 0);   // [0, 128)
+  EXPECT_EQ(_hpcmem_itree_order(&tr.t, 0), 7);
+  EXPECT_EQ(_hpcmem_itree_check(&tr.t), 0);
+  EXPECT_EQ(tr.t.used_blocks, 128u + 16u);
+  EXPECT_EQ(_hpcmem_itree_grow(&tr.t, 0, 7, 9), 0);   // [0, 512): b is outside
+  EXPECT_EQ(_hpcmem_itree_check(&tr.t), 0);
+  EXPECT_EQ(_hpcmem_itree_free(&tr.t, 16), -EINVAL);  // the old run's neighbour is interior now
+  EXPECT_EQ(_hpcmem_itree_free(&tr.t, 0), 9);
+  EXPECT_EQ(_hpcmem_itree_free(&tr.t, 512), 4);
+  EXPECT_EQ(_hpcmem_itree_check(&tr.t), 0);
+  for (unsigned char c : tr.mem) ASSERT_EQ(c, 0);     // all free: all zero again
+  EXPECT_EQ(_hpcmem_itree_alloc(&tr.t, 10), 0);
+}
+
+TEST(_hpcmem_itree_grow, refuses_taken_blocks_and_bad_runs) {
+  Tree tr(8, 8);
+  ASSERT_EQ(_hpcmem_itree_alloc(&tr.t, 2), 0);        // [0, 4)
+  ASSERT_EQ(_hpcmem_itree_alloc(&tr.t, 6), 128);      // the emptier half
+  ASSERT_EQ(_hpcmem_itree_alloc(&tr.t, 6), 64);       // the emptier quarter of the left half
+  EXPECT_EQ(_hpcmem_itree_grow(&tr.t, 0, 2, 7), -EBUSY);    // [64, 128) is taken
+  EXPECT_EQ(_hpcmem_itree_check(&tr.t), 0);           // a refused grow changes nothing
+  EXPECT_EQ(_hpcmem_itree_order(&tr.t, 0), 2);
+  EXPECT_EQ(_hpcmem_itree_grow(&tr.t, 0, 3, 5), -EINVAL);   // not a run of that order
+  EXPECT_EQ(_hpcmem_itree_grow(&tr.t, 64, 6, 7), -EINVAL);  // not aligned to the new order
+  EXPECT_EQ(_hpcmem_itree_grow(&tr.t, 0, 2, 2), -EINVAL);   // not larger
+  EXPECT_EQ(_hpcmem_itree_grow(&tr.t, 0, 2, 9), -EINVAL);   // beyond the area
+  EXPECT_EQ(_hpcmem_itree_grow(&tr.t, 0, 2, 6), 0);         // [0, 64) is free
+  EXPECT_EQ(_hpcmem_itree_order(&tr.t, 0), 6);
+  EXPECT_EQ(_hpcmem_itree_check(&tr.t), 0);
+}
+
+// Growing runs among random allocations and frees keeps every invariant
+// and never overlaps another run.
+TEST(_hpcmem_itree_grow, random_growth_keeps_invariants) {
+  Tree tr(12, 12, 3);
+  std::mt19937_64 rng(7);
+  std::map<int64_t, unsigned> live;
+  std::vector<char> used(1 << 12, 0);
+  int grown = 0;
+  for (int op = 0; op < 20000; op++) {
+    unsigned r = (unsigned)(rng() % 4);
+    if (live.empty() || r < 2) {
+      unsigned order = (unsigned)(rng() % 5);
+      int64_t b = _hpcmem_itree_alloc(&tr.t, order);
+      if (b < 0) continue;
+      for (int64_t i = b; i < b + (1 << order); i++) { ASSERT_FALSE(used[i]) << "overlap at " << i; used[i] = 1; }
+      live[b] = order;
+    } else {
+      auto it = live.begin();
+      std::advance(it, rng() % live.size());
+      if (r == 2) {
+        unsigned to = it->second + 1 + (unsigned)(rng() % 3);
+        bool aligned = it->first % ((int64_t)1 << to) == 0 && to <= 12;
+        bool free_rest = aligned;
+        for (int64_t i = it->first + (1 << it->second); free_rest && i < it->first + (1 << to); i++) free_rest = !used[i];
+        int rc = _hpcmem_itree_grow(&tr.t, (uint64_t)it->first, it->second, to);
+        ASSERT_EQ(rc, !aligned ? -EINVAL : free_rest ? 0 : -EBUSY) << "op " << op;
+        if (rc == 0) {
+          for (int64_t i = it->first; i < it->first + (1 << to); i++) used[i] = 1;
+          it->second = to;
+          grown++;
+        }
+      } else {
+        ASSERT_EQ(_hpcmem_itree_free(&tr.t, (uint64_t)it->first), (int)it->second);
+        for (int64_t i = it->first; i < it->first + (1 << it->second); i++) used[i] = 0;
+        live.erase(it);
+      }
+    }
+    if (op % 89 == 0) {
+      ASSERT_EQ(_hpcmem_itree_check(&tr.t), 0) << "after op " << op;
+    }
+  }
+  EXPECT_GT(grown, 100);
+  EXPECT_EQ(_hpcmem_itree_check(&tr.t), 0);
+}

@@ -53,14 +53,14 @@ TEST(_hpcmem_heap_refill, takes_a_free_object_before_carving_a_fresh_one) {
   unsigned cls = _hpcmem_size_class(112 << 10);       // a class no one else here uses
   size_t size = _hpcmem_class_size[cls];
   hpcmem_refill_t r;
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, 1), 1u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, 1, nullptr), 1u);
   hpcmem_span_t *x = _hpcmem_span_of(r.first);
   unsigned cap = x->capacity;
   ASSERT_GE(cap, 4u);
   std::vector<void *> xs{r.first};
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, cap - 1, cap - 1), cap - 1);   // span x carved out
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, cap - 1, cap - 1, nullptr), cap - 1);   // span x carved out
   for (void *p : objects_of(r, size)) { ASSERT_EQ(_hpcmem_span_of(p), x); xs.push_back(p); }
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, cap, cap), cap);               // a second span, y
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, cap, cap, nullptr), cap);               // a second span, y
   hpcmem_span_t *y = _hpcmem_span_of(r.first);
   ASSERT_NE(y, x);
   ASSERT_EQ(r.nfresh, cap - 1);
@@ -68,7 +68,7 @@ TEST(_hpcmem_heap_refill, takes_a_free_object_before_carving_a_fresh_one) {
   give_back(h, {xs[0]});                              // x gets a free object
   ASSERT_EQ(_hpcmem_heap_uncarve(r.fresh, r.nfresh), 1);   // y gets its room back (a thread's exit)
   EXPECT_EQ(_hpcmem_heap_check(h), 0);
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, 1), 1u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, 1, nullptr), 1u);
   EXPECT_EQ(r.first, xs[0]) << "a refill carved y's fresh memory while x had a free object";
   EXPECT_EQ(r.nfresh, 0u);
   EXPECT_EQ(_hpcmem_heap_check(h), 0);
@@ -82,10 +82,10 @@ TEST(_hpcmem_heap_refill, carves_fresh_objects_once_no_span_has_a_free_one) {
   unsigned cls = _hpcmem_size_class(96 << 10);
   size_t size = _hpcmem_class_size[cls];
   hpcmem_refill_t r;
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 2, 2), 2u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 2, 2, nullptr), 2u);
   std::vector<void *> got = objects_of(r, size);
   give_back(h, {got[1]});
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 3, 3), 3u);  // the free one, then two fresh ones
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 3, 3, nullptr), 3u);  // the free one, then two fresh ones
   std::vector<void *> more = objects_of(r, size);
   ASSERT_EQ(more.size(), 3u);
   int recycled = 0;
@@ -277,4 +277,139 @@ TEST(_hpcmem_tcache_set_budgets, an_empty_budget_when_the_timing_sample_is_due) 
   EXPECT_EQ(_hpcmem_acct_take(&c.t.acct_alloc, step(16)), 1);   // the next call goes to the slow path
   EXPECT_FALSE(c.t.time_free);
   EXPECT_EQ(_hpcmem_acct_take(&c.t.acct_free, step(16)), 0);    // the other direction goes on
+}
+
+// A span that empties stays with its class (kept, or its class's last one):
+// taking it over for another class cost resident memory (group.c); only a
+// lone object's span is taken over (below).
+TEST(_hpcmem_heap_refill, an_emptied_span_stays_with_its_class) {
+  hpcmem_heap_t *h = heap0();
+  unsigned a = _hpcmem_size_class(40 << 10), b = _hpcmem_size_class(48 << 10);   // classes only this test uses
+  ASSERT_EQ(_hpcmem_class_geom[a].span_mask, _hpcmem_class_geom[b].span_mask);   // spans of one size
+  hpcmem_refill_t r;
+  ASSERT_EQ(_hpcmem_heap_refill(h, a, &r, 2, 2, nullptr), 2u);
+  std::vector<void *> xs = objects_of(r, _hpcmem_class_size[a]);
+  hpcmem_span_t *s = _hpcmem_span_of(xs[0]);
+  give_back(h, xs);                                   // the span is empty: its class's last one
+  ASSERT_EQ(_hpcmem_heap_refill(h, b, &r, 1, 1, nullptr), 1u);
+  EXPECT_NE(_hpcmem_span_of(r.first), s);
+  EXPECT_EQ(s->cls, a);
+  give_back(h, {r.first});
+  ASSERT_EQ(_hpcmem_heap_refill(h, a, &r, 1, 1, nullptr), 1u);
+  EXPECT_EQ(_hpcmem_span_of(r.first), s) << "class a did not get its emptied span back";
+  give_back(h, {r.first});
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+}
+
+// A lone object offered to a refill that needs a new span goes back only
+// when nothing else of its span is out; its span then becomes the new
+// class's, starting where the lone object's class started.
+TEST(_hpcmem_heap_refill, takes_the_span_of_a_lone_object_that_empties_it) {
+  hpcmem_heap_t *h = heap0();
+  unsigned a = _hpcmem_size_class(12 << 10), b = _hpcmem_size_class(14 << 10), c = _hpcmem_size_class(10 << 10);
+  ASSERT_EQ(_hpcmem_class_geom[a].span_mask, _hpcmem_class_geom[b].span_mask);   // 128 KiB spans, classes
+  ASSERT_EQ(_hpcmem_class_geom[a].span_mask, _hpcmem_class_geom[c].span_mask);   // only this test uses
+  hpcmem_refill_t r;
+  ASSERT_EQ(_hpcmem_heap_refill(h, a, &r, 2, 2, nullptr), 2u);
+  std::vector<void *> xs = objects_of(r, _hpcmem_class_size[a]);
+  hpcmem_span_t *s = _hpcmem_span_of(xs[0]);
+  memset(xs[1], 1, _hpcmem_class_size[a]);
+  hpcmem_lone_t lone = {};
+  lone.obj[0] = xs[1];
+  lone.cls[0] = a;
+  lone.n = 1;
+  lone.taken = -1;
+  ASSERT_EQ(_hpcmem_heap_refill(h, b, &r, 1, 1, &lone), 1u);
+  EXPECT_EQ(lone.taken, -1) << "xs[0] is out too: the span does not empty";
+  EXPECT_NE(_hpcmem_span_of(r.first), s);
+  void *other = r.first;
+  give_back(h, {xs[0]});                              // now xs[1] is all that is out of s
+  EXPECT_EQ(s->used, 1u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, c, &r, 1, 1, &lone), 1u);
+  EXPECT_EQ(lone.taken, 0);
+  EXPECT_EQ(_hpcmem_span_of(r.first), s);
+  EXPECT_EQ((char *)r.first, s->start) << "the new class starts where the old one did";
+  EXPECT_EQ(s->cls, c);
+  EXPECT_NE(((uint64_t *)r.first)[1], _hpcmem_free_key);
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+  give_back(h, {r.first});
+  give_back(h, {other});
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+}
+
+// The pages the old class touched in a span taken over count against the
+// heap's empty-span budget until the new class has carved past them.
+TEST(_hpcmem_heap_refill, a_taken_over_span_counts_the_old_class_pages_until_carved) {
+  hpcmem_heap_t *h = heap0();
+  unsigned a = _hpcmem_size_class(3 << 10), b = _hpcmem_size_class(7 << 10);     // classes only this test uses
+  ASSERT_EQ(_hpcmem_class_geom[a].span_mask, _hpcmem_class_geom[b].span_mask);
+  hpcmem_refill_t r;
+  ASSERT_EQ(_hpcmem_heap_refill(h, a, &r, 10, 10, nullptr), 10u);
+  std::vector<void *> xs = objects_of(r, _hpcmem_class_size[a]);
+  for (void *x : xs) memset(x, 1, _hpcmem_class_size[a]);
+  void *lone_obj = xs[3];                             // not the last carving: it goes onto the free list
+  xs.erase(xs.begin() + 3);
+  give_back(h, xs);
+  hpcmem_span_t *s = _hpcmem_span_of(lone_obj);
+  ASSERT_EQ(s->used, 1u);
+  uint64_t before = h->dirty_bytes;
+  hpcmem_lone_t lone = {};
+  lone.obj[0] = lone_obj;
+  lone.cls[0] = a;
+  lone.n = 1;
+  lone.taken = -1;
+  ASSERT_EQ(_hpcmem_heap_refill(h, b, &r, 1, 1, &lone), 1u);
+  ASSERT_EQ(lone.taken, 0);
+  ASSERT_EQ(_hpcmem_span_of(r.first), s);
+  std::vector<void *> ys{r.first};
+  EXPECT_EQ(s->dirty, 32768u) << "ten objects of 3 KiB: eight pages touched";
+  EXPECT_EQ(h->dirty_bytes - before, 32768u - 8192u) << "less the new class's first object's pages";
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+  ASSERT_EQ(_hpcmem_heap_refill(h, b, &r, 4, 4, nullptr), 4u);   // five objects of 7 KiB: carved past it
+  for (void *y : objects_of(r, _hpcmem_class_size[b])) ys.push_back(y);
+  EXPECT_EQ(s->dirty, 0u);
+  EXPECT_EQ(h->dirty_bytes, before);
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+  for (void *y : ys) { *(void **)y = nullptr; ((uint64_t *)y)[1] = 0; }
+  give_back(h, ys);
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+}
+
+// A thread that moves on to a new size lends its lone object of the last
+// size, and the new class starts on that object's page; two classes that
+// take turns do not pass a span back and forth at every turn.
+TEST(_hpcmem_tcache_refill, a_lone_object_makes_room_for_a_new_class) {
+  std::thread([] {
+    size_t sa = 5 << 10, sb = 6 << 10;                // classes only this test uses, 64 KiB spans
+    char *p = (char *)malloc(sa);
+    memset(p, 1, sa);
+    free(p);                                          // the bin's slot holds it
+    hpcmem_heap_t *h = _hpcmem_tc->heap;
+    bool kept = h->empty_bytes != 0;                  // else a kept empty span serves the new class
+    char *q = (char *)malloc(sb);
+    unsigned char in = 0;
+    ASSERT_EQ(mincore((void *)((uintptr_t)q & ~(uintptr_t)4095), 4096, &in), 0);
+    EXPECT_TRUE(in & 1) << "the new class's first object is on untouched memory";
+    if (!kept) {
+      EXPECT_EQ(q, p) << "the new class did not take the span of the lone object";
+      EXPECT_TRUE((_hpcmem_tc->lent >> _hpcmem_size_class(sa)) & 1);
+    }
+    memset(q, 2, sb);
+    free(q);
+    char *first_a = nullptr, *first_b = nullptr;
+    int moves = 0;
+    for (int i = 0; i < 100; i++) {                   // taking turns, one object each
+      char *x = (char *)malloc(sa), *y;
+      x[0] = 3;
+      free(x);
+      y = (char *)malloc(sb);
+      y[0] = 4;
+      free(y);
+      if (i && (x != first_a || y != first_b)) moves++;
+      first_a = x;
+      first_b = y;
+    }
+    EXPECT_LE(moves, 2) << "a span went back and forth between two classes";
+    EXPECT_EQ(hpcmem_check(), 0);
+  }).join();
 }
