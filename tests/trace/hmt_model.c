@@ -16,12 +16,12 @@
 #include <string.h>
 #include <time.h>
 #include "hmt_reader.h"
+#include "events_by_thread.h"
 #include "hmt_map.h"
 
 static const char *field_name[HMT_M4_F_N] = {"token",     "token-new", "time",      "size",       "size-new", "free",
                                              "realloc",   "free-addr", "addr",      "addr-new",   "stack/ext"};
 
-typedef struct { uint32_t tid; size_t n, cap; hmt_event_t *ev; } thread_t;
 
 typedef struct {
   double bytes, stat[HMT_M4_F_N], nbits[HMT_M4_F_N], enc_s, dec_s;
@@ -160,23 +160,11 @@ int main(int argc, char **argv) {
   hmt_reader_t *r;
   hmt_error_t err;
   if (hmt_open(argv[1], 0, &r, &err)) { fprintf(stderr, "%s\n", err.message); return 1; }
-  thread_t *th = NULL;
-  size_t nth = 0, total = 0;
-  hmt_event_t ev;
-  int k;
-  while ((k = hmt_next(r, &ev)) == 1) {
-    size_t i = 0;
-    while (i < nth && th[i].tid != ev.tid) i++;
-    if (i == nth) {
-      th = realloc(th, ++nth * sizeof *th);
-      memset(&th[i], 0, sizeof th[i]);
-      th[i].tid = ev.tid;
-    }
-    if (th[i].n == th[i].cap) th[i].ev = realloc(th[i].ev, (th[i].cap = th[i].cap * 2 + 1024) * sizeof ev);
-    th[i].ev[th[i].n++] = ev;
-    total++;
-  }
-  if (k < 0) { fprintf(stderr, "%s\n", hmt_error(r)->message); return 1; }
+  thread_t *th;
+  size_t nth;
+  long long nev = read_events_by_thread(r, &th, &nth);
+  if (nev < 0) return 1;
+  size_t total = (size_t)nev;
   if (!total) { fprintf(stderr, "%s: no events\n", argv[1]); return 1; }
   result_t full = run(r, th, nth, block, 1u << nbits, 0);
   double n = (double)total;

@@ -17,8 +17,8 @@
 #include <time.h>
 #include <zstd.h>
 #include "hmt_reader.h"
+#include "events_by_thread.h"
 
-typedef struct { uint32_t tid; size_t n, cap; hmt_event_t *ev; } thread_t;
 static const char *names[HMT_COL_STREAMS] = {"tags", "time", "addr", "ref", "size", "stack", "defs"};
 
 static int level = 5;  /* the recorder's (src/trace/compress.c) */
@@ -47,19 +47,11 @@ int main(int argc, char **argv) {
   hmt_reader_t *r;
   hmt_error_t err;
   if (hmt_open(argv[1], 0, &r, &err)) { fprintf(stderr, "%s\n", err.message); return 1; }
-  thread_t *th = NULL;
-  size_t nth = 0, total = 0;
-  hmt_event_t ev;
-  int k;
-  while ((k = hmt_next(r, &ev)) == 1) {
-    size_t i = 0;
-    while (i < nth && th[i].tid != ev.tid) i++;
-    if (i == nth) { th = realloc(th, ++nth * sizeof *th); memset(&th[i], 0, sizeof th[i]); th[i].tid = ev.tid; }
-    if (th[i].n == th[i].cap) th[i].ev = realloc(th[i].ev, (th[i].cap = th[i].cap * 2 + 1024) * sizeof ev);
-    th[i].ev[th[i].n++] = ev;
-    total++;
-  }
-  if (k < 0) { fprintf(stderr, "%s\n", hmt_error(r)->message); return 1; }
+  thread_t *th;
+  size_t nth;
+  long long nev = read_events_by_thread(r, &th, &nth);
+  if (nev < 0) return 1;
+  size_t total = (size_t)nev;
   const unsigned shift = argc > 3 ? (unsigned)atoi(argv[3]) : 16;
   if (argc > 4) level = atoi(argv[4]);
   double ztime[2] = {0, 0}, rawlen[2] = {0, 0};

@@ -24,6 +24,34 @@ struct Tree {
     }
     return pages;
   }
+  // Random allocations (orders 0..max_order) and frees of random live runs,
+  // checking that no two runs overlap, that runs are aligned to their size,
+  // that a free gives back the order allocated, and the tree's invariants
+  // every check_every operations.  live ends with the runs still allocated.
+  void random_ops(std::map<int64_t, unsigned> &live, int ops, unsigned max_order, uint64_t seed,
+                  int check_every) {
+    std::mt19937_64 rng(seed);
+    std::vector<char> used((size_t)1 << t.depth, 0);
+    for (int op = 0; op < ops; op++) {
+      if (live.empty() || rng() % 3) {
+        unsigned order = (unsigned)(rng() % (max_order + 1));
+        int64_t b = _hpcmem_itree_alloc(&t, order);
+        if (b < 0) continue;
+        ASSERT_EQ(b % ((int64_t)1 << order), 0);
+        for (int64_t i = b; i < b + (1 << order); i++) { ASSERT_FALSE(used[i]) << "overlap at " << i; used[i] = 1; }
+        live[b] = order;
+      } else {
+        auto it = live.begin();
+        std::advance(it, rng() % live.size());
+        ASSERT_EQ(_hpcmem_itree_free(&t, (uint64_t)it->first), (int)it->second);
+        for (int64_t i = it->first; i < it->first + (1 << it->second); i++) used[i] = 0;
+        live.erase(it);
+      }
+      if (op % check_every == 0) {
+        ASSERT_EQ(_hpcmem_itree_check(&t), 0) << "seed " << seed << " op " << op;
+      }
+    }
+  }
 };
 }  // namespace
 
@@ -97,27 +125,8 @@ TEST(_hpcmem_itree_free, rejects_interior_unallocated_and_double_free) {
 
 TEST(_hpcmem_itree_check, random_operations_keep_invariants) {
   Tree tr(12, 3);
-  std::mt19937_64 rng(42);
   std::map<int64_t, unsigned> live;
-  std::vector<char> used(1 << 12, 0);
-  for (int op = 0; op < 20000; op++) {
-    if (live.empty() || rng() % 3) {
-      unsigned order = (unsigned)(rng() % 6);
-      int64_t b = _hpcmem_itree_alloc(&tr.t, order);
-      if (b < 0) continue;
-      for (int64_t i = b; i < b + (1 << order); i++) { ASSERT_FALSE(used[i]) << "overlap at " << i; used[i] = 1; }
-      live[b] = order;
-    } else {
-      auto it = live.begin();
-      std::advance(it, rng() % live.size());
-      ASSERT_EQ(_hpcmem_itree_free(&tr.t, (uint64_t)it->first), (int)it->second);
-      for (int64_t i = it->first; i < it->first + (1 << it->second); i++) used[i] = 0;
-      live.erase(it);
-    }
-    if (op % 97 == 0) {
-      ASSERT_EQ(_hpcmem_itree_check(&tr.t), 0) << "after op " << op;
-    }
-  }
+  tr.random_ops(live, 20000, 5, 42, 97);
   EXPECT_EQ(_hpcmem_itree_check(&tr.t), 0);
 }
 
@@ -138,28 +147,9 @@ TEST(_hpcmem_itree_check, every_band_layout_keeps_invariants) {
   for (unsigned depth : {0u, 1u, 4u, 9u, 10u, 13u})
     for (unsigned low : {0u, 1u, 2u, 4u, 9u, 12u}) {
       Tree tr(depth, depth >= 2 ? 2 : depth, low);
-      std::mt19937_64 rng(depth * 100 + low);
       std::map<int64_t, unsigned> live;
-      std::vector<char> used((size_t)1 << depth, 0);
-      for (int op = 0; op < 3000; op++) {
-        if (live.empty() || rng() % 3) {
-          unsigned order = (unsigned)(rng() % (depth + 1));
-          int64_t b = _hpcmem_itree_alloc(&tr.t, order);
-          if (b < 0) continue;
-          ASSERT_EQ(b % ((int64_t)1 << order), 0);
-          for (int64_t i = b; i < b + (1 << order); i++) { ASSERT_FALSE(used[i]) << "overlap at " << i; used[i] = 1; }
-          live[b] = order;
-        } else {
-          auto it = live.begin();
-          std::advance(it, rng() % live.size());
-          ASSERT_EQ(_hpcmem_itree_free(&tr.t, (uint64_t)it->first), (int)it->second);
-          for (int64_t i = it->first; i < it->first + (1 << it->second); i++) used[i] = 0;
-          live.erase(it);
-        }
-        if (op % 61 == 0) {
-          ASSERT_EQ(_hpcmem_itree_check(&tr.t), 0) << "depth " << depth << " low " << low << " op " << op;
-        }
-      }
+      tr.random_ops(live, 3000, depth, depth * 100 + low, 61);
+      if (::testing::Test::HasFatalFailure()) return;
       for (auto &r : live) ASSERT_EQ(_hpcmem_itree_free(&tr.t, (uint64_t)r.first), (int)r.second);
       ASSERT_EQ(_hpcmem_itree_check(&tr.t), 0);
       // everything free again: the whole extent is one free run
