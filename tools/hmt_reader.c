@@ -913,6 +913,7 @@ int hmt_rewind(hmt_reader_t *r) {
   for (size_t i = 0; i < r->nstreams; i++) {
     stream_t *s = &r->streams[i];
     s->next = 0; s->p = s->end = s->start = NULL; s->has_ev = 0; s->model_ok = s->m4_ok = 0;
+    s->last_time = 0;  /* else every time of the new pass is held at the old pass's last one */
   }
   free(r->heap);
   r->heap = NULL;
