@@ -436,6 +436,103 @@ TEST(hmt_open, valid_hand_made_file_reads_exactly) {
   EXPECT_EQ(r.info.flush.dropped, 0u) << "fields a writer did not write read as 0";
 }
 
+// One thread's free and another's allocation of the same address in the
+// same tick (rows here, exact times: the same tie).  Thread 11's block
+// comes first in the file, so file order alone would put its event first.
+std::vector<hmt_event_t> tie_events(const std::vector<Ev> &t11, const std::vector<Ev> &t12, const char *name) {
+  bytes f = header_bytes(default_header());
+  uint32_t n;
+  bytes p = events_payload(t11, t11[0].t, &n);
+  append_block(f, HMT_BLOCK_EVENTS, HMT_CODEC_NONE, p, 11, n, t11[0].t);
+  p = events_payload(t12, t12[0].t, &n);
+  append_block(f, HMT_BLOCK_EVENTS, HMT_CODEC_NONE, p, 12, n, t12[0].t);
+  Result r = read_all(write_file(name, f));
+  EXPECT_EQ(r.open_rc, 0) << r.message;
+  EXPECT_EQ(r.next_rc, 0) << r.message;
+  return r.events;
+}
+
+TEST(hmt_next, same_tick_free_of_a_live_address_goes_before_its_reuse) {
+  // thread 12 holds 0x5000 since t = 100 and frees it at 200; thread 11
+  // gets the address back at 200: the free made that possible
+  auto ev = tie_events({{HPCMEM_EV_MALLOC, 200, 0x5000, 0, 64, 0, 0}},
+                       {{HPCMEM_EV_MALLOC, 100, 0x5000, 0, 32, 0, 0}, {HPCMEM_EV_FREE, 200, 0x5000, 0, 0, 0, 0}},
+                       "tie-live.hmt");
+  ASSERT_EQ(ev.size(), 3u);
+  EXPECT_EQ(ev[1].type, (unsigned)HPCMEM_EV_FREE);
+  EXPECT_EQ(ev[1].tid, 12u);
+  EXPECT_EQ(ev[2].type, (unsigned)HPCMEM_EV_MALLOC);
+  EXPECT_EQ(ev[2].tid, 11u);
+  // the same with a realloc that moves the block away from 0x5000
+  ev = tie_events({{HPCMEM_EV_MALLOC, 200, 0x5000, 0, 64, 0, 0}},
+                  {{HPCMEM_EV_MALLOC, 100, 0x5000, 0, 32, 0, 0}, {HPCMEM_EV_REALLOC, 200, 0x9000, 0x5000, 99, 0, 0}},
+                  "tie-live-realloc.hmt");
+  ASSERT_EQ(ev.size(), 3u);
+  EXPECT_EQ(ev[1].type, (unsigned)HPCMEM_EV_REALLOC);
+  EXPECT_EQ(ev[2].tid, 11u);
+}
+
+TEST(hmt_next, same_tick_allocation_goes_before_another_threads_free_of_it) {
+  // 0x5000 is not live: thread 11 allocates it at 200 and thread 12 frees
+  // that very block in the same tick (handed over at once).  Free first
+  // would lose the free and keep the block live to the end.
+  auto ev = tie_events({{HPCMEM_EV_MALLOC, 200, 0x5000, 0, 64, 0, 0}, {HPCMEM_EV_MALLOC, 300, 0x6000, 0, 8, 0, 0}},
+                       {{HPCMEM_EV_MALLOC, 100, 0x7000, 0, 32, 0, 0}, {HPCMEM_EV_FREE, 200, 0x5000, 0, 0, 0, 0}},
+                       "tie-not-live.hmt");
+  ASSERT_EQ(ev.size(), 4u);
+  EXPECT_EQ(ev[1].type, (unsigned)HPCMEM_EV_MALLOC);
+  EXPECT_EQ(ev[1].tid, 11u);
+  EXPECT_EQ(ev[2].type, (unsigned)HPCMEM_EV_FREE);
+  EXPECT_EQ(ev[2].tid, 12u);
+  // Open MPI's start-up, as recorded on miniFE: the main thread (12, later
+  // in the file) allocates 0x5000, frees another block, frees 0x5000 and
+  // allocates it again; the progress thread (11) frees that second block
+  // -- all in one tick.  Each free must find its block live.
+  ev = tie_events({{HPCMEM_EV_MALLOC, 100, 0x7000, 0, 32, 0, 0}, {HPCMEM_EV_FREE, 200, 0x5000, 0, 0, 0, 0}},
+                  {{HPCMEM_EV_MALLOC, 100, 0x6000, 0, 8, 0, 0},
+                   {HPCMEM_EV_MALLOC, 200, 0x5000, 0, 15, 0, 0},
+                   {HPCMEM_EV_FREE, 200, 0x6000, 0, 0, 0, 0},
+                   {HPCMEM_EV_FREE, 200, 0x5000, 0, 0, 0, 0},
+                   {HPCMEM_EV_MALLOC, 200, 0x5000, 0, 11, 0, 0}},
+                  "tie-handed-over-twice.hmt");
+  ASSERT_EQ(ev.size(), 7u);
+  std::map<uint64_t, bool> live;
+  for (size_t i = 0; i < ev.size(); i++) {
+    if (ev[i].type == HPCMEM_EV_FREE) {
+      EXPECT_TRUE(live[ev[i].ptr]) << "event " << i << ": free of " << std::hex << ev[i].ptr << ", not live";
+      live[ev[i].ptr] = false;
+    } else {
+      EXPECT_FALSE(live[ev[i].ptr]) << "event " << i << ": allocation of " << std::hex << ev[i].ptr << ", live";
+      live[ev[i].ptr] = true;
+    }
+  }
+  EXPECT_EQ(ev[6].tid, 11u);
+  EXPECT_EQ(ev[6].type, (unsigned)HPCMEM_EV_FREE);
+  // and after hmt_rewind the same order again: the live addresses start
+  // afresh (0x5000 is live at the end of the first pass)
+  bytes f = header_bytes(default_header());
+  uint32_t n;
+  bytes p = events_payload({{HPCMEM_EV_MALLOC, 200, 0x5000, 0, 64, 0, 0}, {HPCMEM_EV_MALLOC, 300, 0x5000, 0, 8, 0, 0}},
+                           200, &n);
+  append_block(f, HMT_BLOCK_EVENTS, HMT_CODEC_NONE, p, 11, n, 200);
+  p = events_payload({{HPCMEM_EV_FREE, 200, 0x5000, 0, 0, 0, 0}}, 200, &n);
+  append_block(f, HMT_BLOCK_EVENTS, HMT_CODEC_NONE, p, 12, n, 200);
+  hmt_reader_t *r;
+  hmt_error_t err;
+  ASSERT_EQ(hmt_open(write_file("tie-rewind.hmt", f).c_str(), 0, &r, &err), 0) << err.message;
+  for (int pass = 0; pass < 2; pass++) {
+    hmt_event_t e;
+    ASSERT_EQ(hmt_next(r, &e), 1);
+    EXPECT_EQ(e.type, (unsigned)HPCMEM_EV_MALLOC) << "pass " << pass;
+    ASSERT_EQ(hmt_next(r, &e), 1);
+    EXPECT_EQ(e.type, (unsigned)HPCMEM_EV_FREE) << "pass " << pass;
+    ASSERT_EQ(hmt_next(r, &e), 1);
+    EXPECT_EQ(hmt_next(r, &e), 0);
+    hmt_rewind(r);
+  }
+  hmt_close(r);
+}
+
 // Format 1.4: every event back exactly (time to the tick of 2^16 ns),
 // threads merged, stacks resolved, the extension record skipped.
 TEST(hmt_open, model_blocks_read_exactly) {
