@@ -57,6 +57,26 @@ else
   ko same_tick_allocations_before_frees "$(cat "$dir/tie.err")"
 fi
 
+# a trace that misses a free (an address allocated again without one): the
+# old block ends there, in the report and in the heaptrack export alike
+mkdir -p "$dir/lost"
+if "$b/tests/trace/tie_job" "$dir/lost" lost-free && "$REPORT" --json="$dir/lost.json" "$dir/lost" > /dev/null 2> "$dir/lost.err"; then
+  lh=$(jq -r '.ranks[0].hwm_bytes' "$dir/lost.json"); ll=$(jq -r '.ranks[0].live_at_end_bytes' "$dir/lost.json")
+  [ "$lh" = $((10 * MiB)) ] && [ "$ll" = $MiB ] && ok allocated_again_without_a_free || ko allocated_again_without_a_free "hwm $lh, live at end $ll"
+  if command -v heaptrack_print >/dev/null 2>&1; then
+    "$REPORT" --heaptrack=0 -o "$dir/lost.gz" "$dir/lost" > /dev/null 2>&1
+    heaptrack_print -f "$dir/lost.gz" > "$dir/lost.txt" 2>&1
+    # decimal megabytes: 10 MiB = 10.49M, 1 MiB = 1.05M
+    grep -q 'peak heap memory consumption: 10.49M' "$dir/lost.txt" && grep -q 'total memory leaked: 1.05M' "$dir/lost.txt" &&
+      ok heaptrack_export_allocated_again_without_a_free ||
+      ko heaptrack_export_allocated_again_without_a_free "$(grep -e peak -e leaked "$dir/lost.txt" | tr '\n' ' ')"
+  else
+    echo "[  SKIPPED ] hpcmem_report.heaptrack_export_allocated_again_without_a_free (no heaptrack_print)"
+  fi
+else
+  ko allocated_again_without_a_free "$(cat "$dir/lost.err")"
+fi
+
 # at the job peak every rank is at its own peak
 bad=""
 for r in 0 1 2 3; do
