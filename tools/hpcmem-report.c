@@ -400,6 +400,12 @@ static const char *base_name(const char *p) {
   return b ? b + 1 : p;
 }
 
+const char *rpt_function(const hmt_sym_t *s, char *buf, size_t len) {
+  if (s->known) return s->function;
+  snprintf(buf, len, "%s+%s", base_name(s->module), s->function);
+  return buf;
+}
+
 /* Where the qualified name starts in a demangled name: after the return
  * type that templates carry ("void std::vector<int>::_M_realloc_insert<..>(..)"). */
 static const char *qualified_name(const char *f) {
@@ -529,12 +535,12 @@ static void attribute(rpt_t *R) {
         const rpt_lframe_t *lf;
         uint32_t d;
         if (s->attr < 0 || rpt_lstack(R, P, s, &lf, &d) != 0 || (uint32_t)s->attr >= d) continue;
-        const hmt_sym_t *fn = lf[s->attr].sym;
+        char fb[600], cb[600];
         int added;
-        size_t w = str_index(&idx, &names, &nn, fn->function, &added);
+        size_t w = str_index(&idx, &names, &nn, rpt_function(lf[s->attr].sym, fb, sizeof fb), &added);
         if (added) { ws = xrealloc(ws, nn * sizeof *ws); memset(&ws[w], 0, sizeof *ws); }
         hmt_map_put(&ws[w].sites, site_key(P, lf[s->attr].addr), NULL);
-        uint64_t caller = (uint32_t)s->attr + 1 < d ? str_hash(lf[s->attr + 1].sym->function) : 1;
+        uint64_t caller = (uint32_t)s->attr + 1 < d ? str_hash(rpt_function(lf[s->attr + 1].sym, cb, sizeof cb)) : 1;
         hmt_map_put(&ws[w].callers, caller, NULL);
       }
     }
@@ -546,7 +552,8 @@ static void attribute(rpt_t *R) {
         const rpt_lframe_t *lf;
         uint32_t d;
         if (s->attr < 0 || rpt_lstack(R, P, s, &lf, &d) != 0 || (uint32_t)s->attr + 1 >= d) continue;
-        size_t w = str_index(&idx, &names, &nn, lf[s->attr].sym->function, NULL);
+        char fb[600];
+        size_t w = str_index(&idx, &names, &nn, rpt_function(lf[s->attr].sym, fb, sizeof fb), NULL);
         if (ws[w].sites.count == 1 && ws[w].callers.count >= 2) { s->attr++; changed = 1; }
       }
     }
@@ -584,11 +591,12 @@ rpt_agg_t *rpt_aggregate(rpt_t *R, rpt_proc_t *only, int by_library, int which, 
       int64_t cnt, v = value(R, P, s, which, &cnt);
       if (v == 0 && cnt == 0) continue;
       const char *name = "(no stack)", *file = NULL, *module = "";
+      char fb[600];
       const rpt_lframe_t *lf;
       uint32_t d;
       if (k > 0 && s->attr >= 0 && rpt_lstack(R, P, s, &lf, &d) == 0 && (uint32_t)s->attr < d) {
         const hmt_sym_t *sym = lf[s->attr].sym;
-        name = by_library ? base_name(sym->module) : sym->function;
+        name = by_library ? base_name(sym->module) : rpt_function(sym, fb, sizeof fb);
         file = sym->decl_file ? sym->decl_file : sym->file;
         module = sym->module;
       } else if (k > 0) {

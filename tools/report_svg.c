@@ -252,12 +252,13 @@ static int plot_top(rpt_t *R, FILE *o) {
     uint32_t d;
     if (s->attr >= 0 && rpt_lstack(R, P, s, &lf, &d) == 0 && (uint32_t)s->attr < d) {
       const hmt_sym_t *a0 = lf[s->attr].sym;
+      char fb[300], cb[300];
       if ((uint32_t)s->attr + 1 < d) {
         char first[150];
-        snprintf(first, sizeof first, "%s", a0->function);
-        snprintf(names[k], sizeof names[k], "%s < %s", first, lf[s->attr + 1].sym->function);
+        snprintf(first, sizeof first, "%s", rpt_function(a0, fb, sizeof fb));
+        snprintf(names[k], sizeof names[k], "%s < %s", first, rpt_function(lf[s->attr + 1].sym, cb, sizeof cb));
       } else {
-        snprintf(names[k], sizeof names[k], "%s", a0->function);
+        snprintf(names[k], sizeof names[k], "%s", rpt_function(a0, fb, sizeof fb));
       }
     } else {
       snprintf(names[k], sizeof names[k], "(no stack)");

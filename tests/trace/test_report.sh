@@ -141,6 +141,11 @@ fi
 "$REPORT" --symbols=none --json="$dir/report.json" "$dir/trace" > /dev/null 2>&1
 hwm=$(q '.ranks[] | select(.rank == 3) | .hwm_bytes')
 near "$hwm" $((50 * MiB)) $MiB && ok without_symbols || ko without_symbols "hwm $hwm"
+# code without a name is listed by object and offset, never by an offset alone
+# (which would merge the unnamed code of different objects into one row)
+names=$(q '[.ranks[].functions_at_peak[].name] | unique | join(" ")')
+bad=$(for n in $names; do echo "$n" | grep -qE '^trace_workload\+0x[0-9a-f]+$' || echo "$n"; done)
+[ -n "$names" ] && [ -z "$bad" ] && ok unnamed_code_by_object_and_offset || ko unnamed_code_by_object_and_offset "names: $names"
 "$REPORT" --progress "$dir/trace" > /dev/null 2> "$dir/err.txt"
 tr '\r' '\n' < "$dir/err.txt" | grep -q '^reading traces \[#*\] 100%' && ok progress_bar || ko progress_bar "$(head -c 200 "$dir/err.txt")"
 "$REPORT" "$dir/trace" > /dev/null 2> "$dir/err.txt"
