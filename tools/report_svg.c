@@ -142,9 +142,18 @@ static int plot_time(rpt_t *R, FILE *o) {
     size_t i = order[k];
     if (many && k != 0 && k != R->np - 1) continue;
     const char *c = colors[(many ? (k == 0 ? 3 : 0) : i) % 10];
-    fprintf(o, "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"3\" fill=\"%s\"/><text x=\"%d\" y=\"%d\">rank %s: %s</text>\n",
-            W - MR + 12, ly, c, W - MR + 30, ly + 5, rpt_proc_label(R, &R->p[i], lab, sizeof lab),
-            rpt_bytes((double)R->p[i].peak, b, sizeof b));
+    rpt_proc_label(R, &R->p[i], lab, sizeof lab);
+    rpt_bytes((double)R->p[i].peak, b, sizeof b);
+    fprintf(o, "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"3\" fill=\"%s\"/>", W - MR + 12, ly, c);
+    /* MR - 30 px hold about 20 characters: a longer label (processes of
+     * one rank told apart by pid) puts its peak on a line of its own */
+    if (strlen(lab) + strlen(b) + 7 <= (MR - 30) / 7) {
+      fprintf(o, "<text x=\"%d\" y=\"%d\">rank %s: %s</text>\n", W - MR + 30, ly + 5, lab, b);
+    } else {
+      fprintf(o, "<text x=\"%d\" y=\"%d\">rank %.18s</text><text x=\"%d\" y=\"%d\">%s</text>\n", W - MR + 30, ly + 5,
+              lab, W - MR + 30, ly + 19, b);
+      ly += 14;
+    }
     ly += 18;
   }
   if (many) fprintf(o, "<text x=\"%d\" y=\"%d\" fill=\"#888\">other ranks in grey</text>\n", W - MR + 12, ly + 5);
@@ -204,7 +213,9 @@ static int plot_hwm(rpt_t *R, FILE *o) {
 
 static void hbars(FILE *o, const char *heading, int y0, int rows, const char **labels, const double *v, size_t n,
                   double total, const char *color) {
-  int pw = W - 2 * ML - 260;
+  /* room right of the longest bar for its value, "1023.99 KiB (100.0%)":
+   * 20 characters of about 7 px */
+  int pw = W - ML - 260 - 150;
   char b[32];
   fprintf(o, "<text x=\"%d\" y=\"%d\" font-weight=\"bold\">", ML, y0);
   xml(o, heading);

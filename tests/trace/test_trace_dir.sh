@@ -33,6 +33,10 @@ else ok siblings_share_the_directory; fi
 if "$b/tools/hpcmem-report" "$dir/trace" > "$dir/report.txt" 2> "$dir/err.txt" &&
    grep -q 'job dirtest-1, 4 processes' "$dir/report.txt"; then ok report_reads_all_four
 else ko report_reads_all_four "$(head -3 "$dir/report.txt") $(cat "$dir/err.txt")"; fi
+# ... and the legend of their plot, where each is "rank 0 (pid N)", stays in the picture
+if "$b/tools/hpcmem-report" --svg="$dir/svg" "$dir/trace" > /dev/null 2>&1 &&
+   clip=$(python3 "${top_srcdir:-.}/tests/trace/check_svg_labels.py" "$dir/svg"); then ok plot_labels_fit
+else ko plot_labels_fit "$clip"; fi
 
 # another job into the same directory: its guessed name is taken by a
 # file that is not its own
