@@ -99,6 +99,14 @@ static void file_name(char *buf, size_t len, int rank, int n) {
  * job writes into the directory one of them made, and guessed names
  * collide there as a matter of course.  A file too short to hold a header
  * is being created by a sibling right now. */
+/* A job id made from the pid ("pid1234"): the process had no launcher. */
+static int launcherless(const char *id) {
+  if (strncmp(id, "pid", 3) != 0 || !id[3]) return 0;
+  for (id += 3; *id; id++)
+    if (*id < '0' || *id > '9') return 0;
+  return 1;
+}
+
 static int same_job(const char *name) {
   int fd = openat(F.dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return 0;  /* a symbolic link, or unreadable */
@@ -110,7 +118,12 @@ static int same_job(const char *name) {
   if (n < (ssize_t)sizeof h) return 1;
   hmt_header_t o;
   if (hmt_header_decode(h, sizeof h, &o) != HMT_OK) return 0;
-  return strncmp(o.jobid, F.hdr.jobid, sizeof o.jobid) == 0 && strncmp(o.hostname, F.hdr.hostname, sizeof o.hostname) == 0;
+  if (strncmp(o.hostname, F.hdr.hostname, sizeof o.hostname) != 0) return 0;
+  /* processes without a launcher each name their job after their own pid:
+   * those that share a directory (a script and its children, a command
+   * that runs helpers, under one HPCMEM_TRACE_DIR) are one job as well --
+   * a shim chain of 26 processes gave 28 warnings */
+  return strncmp(o.jobid, F.hdr.jobid, sizeof o.jobid) == 0 || (launcherless(o.jobid) && launcherless(F.hdr.jobid));
 }
 
 static int create_file(void) {

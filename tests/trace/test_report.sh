@@ -161,7 +161,7 @@ done
 grep -c '<polyline' "$dir/svg/memory-over-time.svg" | grep -qx 4 || bad="$bad (not 4 curves)"
 grep -q 'read_mesh' "$dir/svg/top-stacks.svg" || bad="$bad (top-stacks without read_mesh)"
 # every label ends inside the picture
-clip=$(python3 "${top_srcdir:-.}/tests/trace/check_svg_labels.py" "$dir/svg")
+clip=$(python3 "$(dirname "$0")/check_svg_labels.py" "$dir/svg")
 [ -z "$clip" ] || bad="$bad (labels cut off: $clip)"
 [ -z "$bad" ] && ok svg_plots || ko svg_plots "$bad"
 

@@ -35,7 +35,7 @@ if "$b/tools/hpcmem-report" "$dir/trace" > "$dir/report.txt" 2> "$dir/err.txt" &
 else ko report_reads_all_four "$(head -3 "$dir/report.txt") $(cat "$dir/err.txt")"; fi
 # ... and the legend of their plot, where each is "rank 0 (pid N)", stays in the picture
 if "$b/tools/hpcmem-report" --svg="$dir/svg" "$dir/trace" > /dev/null 2>&1 &&
-   clip=$(python3 "${top_srcdir:-.}/tests/trace/check_svg_labels.py" "$dir/svg"); then ok plot_labels_fit
+   clip=$(python3 "$(dirname "$0")/check_svg_labels.py" "$dir/svg"); then ok plot_labels_fit
 else ko plot_labels_fit "$clip"; fi
 
 # another job into the same directory: its guessed name is taken by a
@@ -45,6 +45,17 @@ n=$(ls "$dir/trace" | grep -c '\.hmt$')
 c=$(grep -c 'exists; not overwriting it' "$dir/out5")
 if [ "$n" = 5 ] && [ "$c" = 1 ]; then ok another_job_warns_once
 else ko another_job_warns_once "$n files, $c warnings: $(head -c 300 "$dir/out5")"; fi
+
+# processes without any launcher (each names its job after its pid) that
+# share a directory -- a script and the programs it runs -- are one job too
+for i in 1 2 3; do
+  env -u OMPI_COMM_WORLD_RANK -u PMI_RANK -u PMIX_RANK -u SLURM_PROCID -u OMPI_MCA_ess_base_jobid \
+      -u PMIX_NAMESPACE -u PMI_JOBID -u SLURM_JOB_ID LD_PRELOAD="$lib" HPCMEM_REPORT=off HPCMEM_TRACE=1 \
+      HPCMEM_TRACE_DIR="$dir/t3" "$app" > "$dir/out-lone$i" 2>&1
+done
+n=$(ls "$dir/t3" | grep -c '\.hmt$')
+if [ "$n" = 3 ] && ! grep -q 'not overwriting' "$dir"/out-lone*; then ok processes_without_a_launcher_share_quietly
+else ko processes_without_a_launcher_share_quietly "$n files: $(grep -h 'not overwriting' "$dir"/out-lone* | head -2)"; fi
 
 # a symbolic link under the name is never followed, and named
 mkdir "$dir/t2" && ln -s "$dir/victim" "$dir/t2/rank-0.hmt"
