@@ -28,6 +28,7 @@ static struct {
   int failed;                /* creation failed once: do not retry */
   uint64_t off;              /* end of the file */
   char dir[PATH_MAX / 2];
+  int dir_nofollow;          /* the default name: not through a symbolic link */
   char name[64];
   char path[PATH_MAX];
   hmt_header_t hdr;
@@ -39,9 +40,10 @@ static struct {
 
 static void scan_modules_locked(void);
 
-void _hpcmem_tfile_configure(const hmt_header_t *h, const char *dir) {
+void _hpcmem_tfile_configure(const hmt_header_t *h, const char *dir, int dir_is_default) {
   F.hdr = *h;
   snprintf(F.dir, sizeof F.dir, "%s", dir);
+  F.dir_nofollow = dir_is_default;
   scan_modules_locked();  /* start-up: nobody else records yet */
 }
 
@@ -128,7 +130,16 @@ static int same_job(const char *name) {
 
 static int create_file(void) {
   int err = make_dirs(F.dir);
-  if (err == 0 && (F.dirfd = open(F.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) err = -errno;
+  /* the default directory hpcmem-trace-<jobid> has a name others can
+   * guess: a symbolic link planted under it would put the traces wherever
+   * it points.  A directory the user named may be a link on purpose. */
+  if (err == 0 && (F.dirfd = open(F.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | (F.dir_nofollow ? O_NOFOLLOW : 0))) < 0)
+    err = -errno;
+  if (err == -ELOOP || (err == -ENOTDIR && F.dir_nofollow)) {
+    _hpcmem_warn("trace: %s is a symbolic link or not a directory; the default trace directory is not "
+                 "entered through one (HPCMEM_TRACE_DIR names a directory to use); tracing is off", F.dir);
+    return err;
+  }
   if (err) {
     _hpcmem_warn("trace: cannot create directory %s: %s; tracing is off", F.dir, strerror(-err));
     return err;

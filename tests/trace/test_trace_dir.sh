@@ -4,7 +4,7 @@
 # the same job collide on names as a matter of course and must not warn.
 # A file left by another job (or anything else) under the name is a real
 # collision: never overwritten, and worth one warning.
-b=${top_builddir:-.}
+b=$(cd "${top_builddir:-.}" && pwd)
 lib=${LIBHPCMEM:-$b/.libs/libhpcmem.so}
 app=$b/tests/trace/stack_cache_app
 dir=$(mktemp -d /tmp/hpcmem-trace-dir.XXXXXX)
@@ -64,4 +64,16 @@ env SLURM_JOB_ID=dirtest-3 LD_PRELOAD="$lib" HPCMEM_REPORT=off HPCMEM_TRACE=1 HP
 if [ ! -e "$dir/victim" ] && [ -f "$dir/t2/rank-0-1.hmt" ] && grep -q 'rank-0.hmt exists; not overwriting' "$dir/out6"; then
   ok symlink_is_a_collision
 else ko symlink_is_a_collision "$(ls "$dir/t2") $(head -c 300 "$dir/out6")"; fi
+# the default directory hpcmem-trace-<jobid> has a name anyone can guess: a
+# symbolic link planted under it is not entered (one warning, tracing off,
+# the program runs on); the same link named by HPCMEM_TRACE_DIR is the user's
+mkdir "$dir/t4" "$dir/t4/elsewhere" && ln -s elsewhere "$dir/t4/hpcmem-trace-dirtest-4"
+( cd "$dir/t4" && env SLURM_JOB_ID=dirtest-4 LD_PRELOAD="$lib" HPCMEM_REPORT=off HPCMEM_TRACE=1 "$app" ) > "$dir/out7" 2>&1
+rc=$?
+if [ $rc = 0 ] && [ -z "$(ls "$dir/t4/elsewhere")" ] && grep -q 'hpcmem-trace-dirtest-4 is a symbolic link' "$dir/out7"; then
+  ok planted_link_as_default_directory
+else ko planted_link_as_default_directory "exit $rc, $(ls "$dir/t4/elsewhere" | tr '\n' ' ') $(head -c 300 "$dir/out7")"; fi
+( cd "$dir/t4" && env SLURM_JOB_ID=dirtest-4 LD_PRELOAD="$lib" HPCMEM_REPORT=off HPCMEM_TRACE=1 \
+    HPCMEM_TRACE_DIR=hpcmem-trace-dirtest-4 "$app" ) > "$dir/out8" 2>&1
+[ -f "$dir/t4/elsewhere/rank-0.hmt" ] && ok named_link_is_followed || ko named_link_is_followed "$(head -c 300 "$dir/out8")"
 [ $fails = 0 ]
