@@ -824,10 +824,22 @@ int main(int argc, char **argv) {
       default: usage(stderr); return 2;
     }
   }
-  if (optind != argc - 1) { usage(stderr); return 2; }
+  if (optind != argc - 1) {
+    if (optind == argc) fprintf(stderr, "hpcmem-report: no trace directory or file given\n");
+    else fprintf(stderr, "hpcmem-report: one trace directory or file, not %d ('%s', '%s'%s)\n", argc - optind,
+                 argv[optind], argv[optind + 1], argc - optind > 2 ? ", ..." : "");
+    usage(stderr);
+    return 2;
+  }
+  if (R.o.heaptrack_out && R.o.heaptrack_rank < 0) die("-o/--output names the file of --heaptrack=RANK, which is not given");
   R.input = argv[optind];
   if (!(R.sym = hmt_sym_new(R.o.sym_method))) die("out of memory");
   read_all(&R);
+  for (int k = 0; k < R.o.nranks; k++) {
+    size_t i = 0;
+    while (i < R.np && R.p[i].h.rank != R.o.ranks[k]) i++;
+    if (i == R.np) die("--rank: no trace of rank %d in %s", R.o.ranks[k], R.input);
+  }
   attribute(&R);
   int rc = 0;
   if (R.o.heaptrack_rank >= 0) {

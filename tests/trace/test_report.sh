@@ -258,5 +258,19 @@ mkdir "$dir/empty"
 [ $rc = 2 ] && grep -q 'nonexistent: No such file' "$dir/err.txt" && ok missing_directory || ko missing_directory "exit $rc"
 "$REPORT" --top=x "$dir/trace" > /dev/null 2> "$dir/err.txt"; rc=$?
 [ $rc = 2 ] && grep -q "top: 'x'" "$dir/err.txt" && ok bad_option || ko bad_option "exit $rc"
+# usage errors say what is wrong, on stderr, exit 2, nothing on stdout
+usage_case() {  # NAME EXPECTED-TEXT ARGS...
+  name=$1 want=$2; shift 2
+  "$REPORT" "$@" > "$dir/out.txt" 2> "$dir/err.txt"; rc=$?
+  [ $rc = 2 ] && [ ! -s "$dir/out.txt" ] && grep -q "$want" "$dir/err.txt" && ok "usage.$name" ||
+    ko "usage.$name" "exit $rc: $(head -c 200 "$dir/err.txt")"
+}
+usage_case no_input 'no trace directory or file given'
+usage_case svg_without_its_directory 'no trace directory or file given' --svg "$dir/trace"
+usage_case two_inputs 'one trace directory or file, not 2' "$dir/trace" "$dir/trace"
+usage_case rank_not_in_the_job 'no trace of rank 9 in' --rank=9 "$dir/trace"
+usage_case output_without_heaptrack 'names the file of --heaptrack' -o "$dir/x.gz" "$dir/trace"
+usage_case heaptrack_rank_not_in_the_job 'heaptrack: no trace of rank 9' --heaptrack=9 "$dir/trace"
+usage_case unknown_option 'unrecognized option' --bogus "$dir/trace"
 
 [ $fails = 0 ]
