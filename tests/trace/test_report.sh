@@ -148,6 +148,19 @@ bad=$(for n in $names; do echo "$n" | grep -qE '^trace_workload\+0x[0-9a-f]+$' |
 [ -n "$names" ] && [ -z "$bad" ] && ok unnamed_code_by_object_and_offset || ko unnamed_code_by_object_and_offset "names: $names"
 "$REPORT" --progress "$dir/trace" > /dev/null 2> "$dir/err.txt"
 tr '\r' '\n' < "$dir/err.txt" | grep -q '^reading traces \[#*\] 100%' && ok progress_bar || ko progress_bar "$(head -c 200 "$dir/err.txt")"
+# by default the bar comes for a large input on a terminal: 2.4 million events
+# (map_churn 120000, well under a megabyte of trace), not for the workload's
+# few hundred
+lib=${HPCMEM_LIB:-$b/.libs/libhpcmem.so}
+if command -v script >/dev/null 2>&1 && [ -r "$lib" ]; then
+  HPCMEM_TRACE=1 HPCMEM_TRACE_DIR="$dir/churn" HPCMEM_REPORT=off LD_PRELOAD="$lib" "$b/tests/trace/map_churn" 120000 > /dev/null
+  script -qc "'$REPORT' '$dir/churn' > /dev/null" /dev/null > "$dir/pty-large.txt" 2>&1
+  script -qc "'$REPORT' '$dir/trace' > /dev/null" /dev/null > "$dir/pty-small.txt" 2>&1
+  if grep -q 'reading traces' "$dir/pty-large.txt" && ! grep -q 'reading traces' "$dir/pty-small.txt"; then ok progress_bar_when_large
+  else ko progress_bar_when_large "large: $(tr '\r' '\n' < "$dir/pty-large.txt" | tail -c 200); small: $(head -c 100 "$dir/pty-small.txt")"; fi
+else
+  echo "[  SKIPPED ] hpcmem_report.progress_bar_when_large (no script(1) or no $lib)"
+fi
 "$REPORT" "$dir/trace" > /dev/null 2> "$dir/err.txt"
 [ ! -s "$dir/err.txt" ] && ok no_progress_bar_for_small_input || ko no_progress_bar_for_small_input "$(head -c 200 "$dir/err.txt")"
 
