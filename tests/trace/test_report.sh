@@ -57,6 +57,28 @@ else
   ko same_tick_allocations_before_frees "$(cat "$dir/tie.err")"
 fi
 
+# blocks handed from one thread to another and freed there, most within the
+# same tick (tests/trace/handoff_app.c, which counts its own live bytes in
+# the true order): every free finds its block, the leaks are exactly the
+# program's, and the peak is an upper bound of the true one (GCC may name
+# the functions' clones kept.isra.0 and the like)
+lib=${HPCMEM_LIB:-$b/.libs/libhpcmem.so}
+if [ -r "$lib" ]; then
+  exact=$(HPCMEM_TRACE=1 HPCMEM_TRACE_DIR="$dir/handoff" HPCMEM_REPORT=off LD_PRELOAD="$lib" "$b/tests/trace/handoff_app" 20000)
+  if "$REPORT" --json="$dir/handoff.json" "$dir/handoff" > /dev/null 2> "$dir/handoff.err"; then
+    set -- $exact   # peak P live L
+    hq() { jq -r "$1" "$dir/handoff.json"; }
+    un=$(hq '.ranks[0].unmatched_frees'); kept=$(hq '[.leaks.functions[] | select(.name | test("^kept([.]|$)")) | .bytes] | add')
+    prod=$(hq '[.leaks.functions[] | select(.name | test("^produce([.]|$)")) | .bytes] | add // 0'); hwm=$(hq '.ranks[0].hwm_bytes')
+    [ "$un" = 0 ] && [ "$kept" = "$4" ] && [ "$prod" = 0 ] && ok handed_over_blocks_all_freed ||
+      ko handed_over_blocks_all_freed "unmatched frees $un, kept $kept (program: $4), produce still live $prod"
+    [ "$hwm" -ge "$2" ] 2>/dev/null && [ "$hwm" -lt $(($2 + MiB)) ] && ok handed_over_blocks_peak_bounds ||
+      ko handed_over_blocks_peak_bounds "hwm $hwm, program's exact peak $2"
+  else
+    ko handed_over_blocks_all_freed "$(cat "$dir/handoff.err")"
+  fi
+fi
+
 # a trace that misses a free (an address allocated again without one): the
 # old block ends there, in the report and in the heaptrack export alike
 mkdir -p "$dir/lost"

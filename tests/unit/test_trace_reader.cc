@@ -533,6 +533,63 @@ TEST(hmt_next, same_tick_allocation_goes_before_another_threads_free_of_it) {
   hmt_close(r);
 }
 
+// Each free finds its block live and each allocation an address that is not.
+void expect_live_order(const std::vector<hmt_event_t> &ev) {
+  std::map<uint64_t, bool> live;
+  for (size_t i = 0; i < ev.size(); i++) {
+    if (ev[i].type == HPCMEM_EV_FREE) {
+      EXPECT_TRUE(live[ev[i].ptr]) << "event " << i << ": free of " << std::hex << ev[i].ptr << ", not live";
+      live[ev[i].ptr] = false;
+    } else {
+      EXPECT_FALSE(live[ev[i].ptr]) << "event " << i << ": allocation of " << std::hex << ev[i].ptr << ", live";
+      live[ev[i].ptr] = true;
+    }
+  }
+}
+
+TEST(hmt_next, same_tick_allocation_of_a_live_address_waits_for_its_free) {
+  // a producer (11) hands blocks to a consumer (12), which frees them; in
+  // the tick at 200 the consumer frees 0x6000 and 0x5000 and the producer
+  // gets 0x5000 back.  The consumer's first free is of a block the producer
+  // allocated (that rule alone lets the producer go first): the allocation
+  // of the live 0x5000 must still wait for its free.
+  auto ev = tie_events({{HPCMEM_EV_MALLOC, 100, 0x5000, 0, 64, 0, 0},
+                        {HPCMEM_EV_MALLOC, 100, 0x6000, 0, 64, 0, 0},
+                        {HPCMEM_EV_MALLOC, 200, 0x5000, 0, 32, 0, 0}},
+                       {{HPCMEM_EV_FREE, 200, 0x6000, 0, 0, 0, 0}, {HPCMEM_EV_FREE, 200, 0x5000, 0, 0, 0, 0}},
+                       "tie-handoff.hmt");
+  ASSERT_EQ(ev.size(), 5u);
+  expect_live_order(ev);
+  EXPECT_EQ(ev[4].tid, 11u);
+  // five threads: the heap of streams was ordered while 0x5000 was not
+  // live, and the consumer's free of it (last in the file) sits below three
+  // frees of memory from before the trace, which no allocation of the tick
+  // lets go; the producer's second allocation of 0x5000 must still wait
+  bytes f = header_bytes(default_header());
+  uint32_t n;
+  std::vector<std::vector<Ev>> t = {
+      {{HPCMEM_EV_MALLOC, 200, 0x5000, 0, 64, 0, 0},
+       {HPCMEM_EV_MALLOC, 200, 0x6000, 0, 64, 0, 0},
+       {HPCMEM_EV_MALLOC, 200, 0x5000, 0, 8, 0, 0}},
+      {{HPCMEM_EV_FREE, 200, 0xa000, 0, 0, 0, 0}},
+      {{HPCMEM_EV_FREE, 200, 0xb000, 0, 0, 0, 0}},
+      {{HPCMEM_EV_FREE, 200, 0xc000, 0, 0, 0, 0}},
+      {{HPCMEM_EV_FREE, 200, 0x5000, 0, 0, 0, 0}}};
+  for (size_t i = 0; i < t.size(); i++) {
+    bytes p = events_payload(t[i], t[i][0].t, &n);
+    append_block(f, HMT_BLOCK_EVENTS, HMT_CODEC_NONE, p, 11 + (uint32_t)i, n, t[i][0].t);
+  }
+  Result r = read_all(write_file("tie-handoff-5.hmt", f));
+  ASSERT_EQ(r.open_rc, 0) << r.message;
+  ASSERT_EQ(r.next_rc, 0) << r.message;
+  ASSERT_EQ(r.events.size(), 7u);
+  std::vector<hmt_event_t> of5000;
+  for (auto &e : r.events)
+    if (e.ptr == 0x5000) of5000.push_back(e);
+  ASSERT_EQ(of5000.size(), 3u);
+  expect_live_order(of5000);
+}
+
 // Format 1.4: every event back exactly (time to the tick of 2^16 ns),
 // threads merged, stacks resolved, the extension record skipped.
 TEST(hmt_open, model_blocks_read_exactly) {
