@@ -148,6 +148,9 @@ static void f_finalize(MPI_Fint *ierr, const char *pmpi_name) {
 
 static void f_abort(MPI_Fint *comm, MPI_Fint *errorcode, MPI_Fint *ierr, const char *pmpi_name) {
   _hpcmem_report_local("MPI_Abort", 0);
+  /* as in MPI_Abort: Open MPI's Fortran binding calls PMPI_Abort, which
+   * ends the process without exit handlers, and the buffers with it */
+  if (_hpcmem_trace_enabled) _hpcmem_trace_flush_all(HMT_FLUSH_ABORT);
   f_abort_t real = (f_abort_t)fortran_pmpi(pmpi_name);
   if (real) {
     real(comm, errorcode, ierr);

@@ -300,7 +300,7 @@ static void read_all(rpt_t *R) {
   char **files = list_inputs(R->input, &n);
   R->p = calloc(n, sizeof *R->p);
   if (!R->p) die("out of memory");
-  uint64_t total = 0, t_end_est = 0;
+  uint64_t total = 0, records = 0, t_end_est = 0;
   R->t0 = UINT64_MAX;
   for (size_t i = 0; i < n; i++) {
     rpt_proc_t *P = &R->p[R->np];
@@ -324,6 +324,7 @@ static void read_all(rpt_t *R) {
     P->st[0].attr = -1;
     P->nst = 1;
     total += P->info.stored_bytes + P->info.event_blocks * HMT_BLOCK_HEADER_SIZE;
+    records += P->info.records;
     uint64_t start = P->h.start_ns + (uint64_t)P->off;
     if (start < R->t0) R->t0 = start;
     if (P->info.t_last + (uint64_t)P->off > t_end_est) t_end_est = P->info.t_last + (uint64_t)P->off;
@@ -341,7 +342,9 @@ static void read_all(rpt_t *R) {
     if (R->p[i].has) heap[hn++] = i;
   }
   for (size_t i = hn; i-- > 0;) sift(R, heap, hn, i);
-  int show = R->o.progress == 1 || (R->o.progress == -1 && isatty(2) && total > (64u << 20));
+  /* large: what takes about a second to read.  By events, not bytes: at
+   * 0.06 bytes an event (format 1.4) 64 MiB are a billion events, a minute */
+  int show = R->o.progress == 1 || (R->o.progress == -1 && isatty(2) && (total > (64u << 20) || records > (1u << 21)));
   uint64_t count = 0;
   while (hn) {
     rpt_proc_t *P = &R->p[heap[0]];
@@ -398,6 +401,12 @@ int rpt_lstack(rpt_t *R, rpt_proc_t *P, const rpt_stack_t *s, const rpt_lframe_t
 static const char *base_name(const char *p) {
   const char *b = strrchr(p, '/');
   return b ? b + 1 : p;
+}
+
+const char *rpt_function(const hmt_sym_t *s, char *buf, size_t len) {
+  if (s->known) return s->function;
+  snprintf(buf, len, "%s+%s", base_name(s->module), s->function);
+  return buf;
 }
 
 /* Where the qualified name starts in a demangled name: after the return
@@ -529,12 +538,12 @@ static void attribute(rpt_t *R) {
         const rpt_lframe_t *lf;
         uint32_t d;
         if (s->attr < 0 || rpt_lstack(R, P, s, &lf, &d) != 0 || (uint32_t)s->attr >= d) continue;
-        const hmt_sym_t *fn = lf[s->attr].sym;
+        char fb[600], cb[600];
         int added;
-        size_t w = str_index(&idx, &names, &nn, fn->function, &added);
+        size_t w = str_index(&idx, &names, &nn, rpt_function(lf[s->attr].sym, fb, sizeof fb), &added);
         if (added) { ws = xrealloc(ws, nn * sizeof *ws); memset(&ws[w], 0, sizeof *ws); }
         hmt_map_put(&ws[w].sites, site_key(P, lf[s->attr].addr), NULL);
-        uint64_t caller = (uint32_t)s->attr + 1 < d ? str_hash(lf[s->attr + 1].sym->function) : 1;
+        uint64_t caller = (uint32_t)s->attr + 1 < d ? str_hash(rpt_function(lf[s->attr + 1].sym, cb, sizeof cb)) : 1;
         hmt_map_put(&ws[w].callers, caller, NULL);
       }
     }
@@ -546,7 +555,8 @@ static void attribute(rpt_t *R) {
         const rpt_lframe_t *lf;
         uint32_t d;
         if (s->attr < 0 || rpt_lstack(R, P, s, &lf, &d) != 0 || (uint32_t)s->attr + 1 >= d) continue;
-        size_t w = str_index(&idx, &names, &nn, lf[s->attr].sym->function, NULL);
+        char fb[600];
+        size_t w = str_index(&idx, &names, &nn, rpt_function(lf[s->attr].sym, fb, sizeof fb), NULL);
         if (ws[w].sites.count == 1 && ws[w].callers.count >= 2) { s->attr++; changed = 1; }
       }
     }
@@ -584,11 +594,12 @@ rpt_agg_t *rpt_aggregate(rpt_t *R, rpt_proc_t *only, int by_library, int which, 
       int64_t cnt, v = value(R, P, s, which, &cnt);
       if (v == 0 && cnt == 0) continue;
       const char *name = "(no stack)", *file = NULL, *module = "";
+      char fb[600];
       const rpt_lframe_t *lf;
       uint32_t d;
       if (k > 0 && s->attr >= 0 && rpt_lstack(R, P, s, &lf, &d) == 0 && (uint32_t)s->attr < d) {
         const hmt_sym_t *sym = lf[s->attr].sym;
-        name = by_library ? base_name(sym->module) : sym->function;
+        name = by_library ? base_name(sym->module) : rpt_function(sym, fb, sizeof fb);
         file = sym->decl_file ? sym->decl_file : sym->file;
         module = sym->module;
       } else if (k > 0) {
@@ -816,10 +827,22 @@ int main(int argc, char **argv) {
       default: usage(stderr); return 2;
     }
   }
-  if (optind != argc - 1) { usage(stderr); return 2; }
+  if (optind != argc - 1) {
+    if (optind == argc) fprintf(stderr, "hpcmem-report: no trace directory or file given\n");
+    else fprintf(stderr, "hpcmem-report: one trace directory or file, not %d ('%s', '%s'%s)\n", argc - optind,
+                 argv[optind], argv[optind + 1], argc - optind > 2 ? ", ..." : "");
+    usage(stderr);
+    return 2;
+  }
+  if (R.o.heaptrack_out && R.o.heaptrack_rank < 0) die("-o/--output names the file of --heaptrack=RANK, which is not given");
   R.input = argv[optind];
   if (!(R.sym = hmt_sym_new(R.o.sym_method))) die("out of memory");
   read_all(&R);
+  for (int k = 0; k < R.o.nranks; k++) {
+    size_t i = 0;
+    while (i < R.np && R.p[i].h.rank != R.o.ranks[k]) i++;
+    if (i == R.np) die("--rank: no trace of rank %d in %s", R.o.ranks[k], R.input);
+  }
   attribute(&R);
   int rc = 0;
   if (R.o.heaptrack_rank >= 0) {

@@ -126,6 +126,10 @@ typedef struct {
 
 /* hpcmem-report.c */
 const hmt_sym_t *rpt_frame(rpt_t *R, rpt_proc_t *P, uint64_t addr);
+/* The function of a frame as the tables name it: its symbol, or for code
+ * without one "object+0xoffset" (an offset alone would merge the unnamed
+ * code of different objects into one row, and say nothing). */
+const char *rpt_function(const hmt_sym_t *s, char *buf, size_t len);
 /* A stack as calls: each return address's inlined functions (innermost
  * first, sym->inlined set) and then its own function.  rpt_stack_t.attr
  * indexes these.  The array lives until the next call. */

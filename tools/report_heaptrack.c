@@ -170,9 +170,13 @@ int rpt_write_heaptrack(rpt_t *R, rpt_proc_t *P, const char *path) {
     }
     if (e.type != HPCMEM_EV_FREE && e.ptr) {
       size_t info = info_index(&h, e.size, trace_index(&h, R, P, e.stack));
-      out(&h, "+ %zx\n", info);
-      uint64_t *v = hmt_map_put(&h.live, e.ptr, NULL);
+      int added;
+      uint64_t *v = hmt_map_put(&h.live, e.ptr, &added);
       if (!v) { h.err = 1; break; }
+      /* allocated again without a free in between: the free was not seen,
+       * and the old block ends here, as in the report */
+      if (!added) out(&h, "- %llx\n", (unsigned long long)*v);
+      out(&h, "+ %zx\n", info);
       *v = info;
     }
   }

@@ -142,9 +142,18 @@ static int plot_time(rpt_t *R, FILE *o) {
     size_t i = order[k];
     if (many && k != 0 && k != R->np - 1) continue;
     const char *c = colors[(many ? (k == 0 ? 3 : 0) : i) % 10];
-    fprintf(o, "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"3\" fill=\"%s\"/><text x=\"%d\" y=\"%d\">rank %s: %s</text>\n",
-            W - MR + 12, ly, c, W - MR + 30, ly + 5, rpt_proc_label(R, &R->p[i], lab, sizeof lab),
-            rpt_bytes((double)R->p[i].peak, b, sizeof b));
+    rpt_proc_label(R, &R->p[i], lab, sizeof lab);
+    rpt_bytes((double)R->p[i].peak, b, sizeof b);
+    fprintf(o, "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"3\" fill=\"%s\"/>", W - MR + 12, ly, c);
+    /* MR - 30 px hold about 20 characters: a longer label (processes of
+     * one rank told apart by pid) puts its peak on a line of its own */
+    if (strlen(lab) + strlen(b) + 7 <= (MR - 30) / 7) {
+      fprintf(o, "<text x=\"%d\" y=\"%d\">rank %s: %s</text>\n", W - MR + 30, ly + 5, lab, b);
+    } else {
+      fprintf(o, "<text x=\"%d\" y=\"%d\">rank %.18s</text><text x=\"%d\" y=\"%d\">%s</text>\n", W - MR + 30, ly + 5,
+              lab, W - MR + 30, ly + 19, b);
+      ly += 14;
+    }
     ly += 18;
   }
   if (many) fprintf(o, "<text x=\"%d\" y=\"%d\" fill=\"#888\">other ranks in grey</text>\n", W - MR + 12, ly + 5);
@@ -204,7 +213,9 @@ static int plot_hwm(rpt_t *R, FILE *o) {
 
 static void hbars(FILE *o, const char *heading, int y0, int rows, const char **labels, const double *v, size_t n,
                   double total, const char *color) {
-  int pw = W - 2 * ML - 260;
+  /* room right of the longest bar for its value, "1023.99 KiB (100.0%)":
+   * 20 characters of about 7 px */
+  int pw = W - ML - 260 - 150;
   char b[32];
   fprintf(o, "<text x=\"%d\" y=\"%d\" font-weight=\"bold\">", ML, y0);
   xml(o, heading);
@@ -252,12 +263,13 @@ static int plot_top(rpt_t *R, FILE *o) {
     uint32_t d;
     if (s->attr >= 0 && rpt_lstack(R, P, s, &lf, &d) == 0 && (uint32_t)s->attr < d) {
       const hmt_sym_t *a0 = lf[s->attr].sym;
+      char fb[300], cb[300];
       if ((uint32_t)s->attr + 1 < d) {
         char first[150];
-        snprintf(first, sizeof first, "%s", a0->function);
-        snprintf(names[k], sizeof names[k], "%s < %s", first, lf[s->attr + 1].sym->function);
+        snprintf(first, sizeof first, "%s", rpt_function(a0, fb, sizeof fb));
+        snprintf(names[k], sizeof names[k], "%s < %s", first, rpt_function(lf[s->attr + 1].sym, cb, sizeof cb));
       } else {
-        snprintf(names[k], sizeof names[k], "%s", a0->function);
+        snprintf(names[k], sizeof names[k], "%s", rpt_function(a0, fb, sizeof fb));
       }
     } else {
       snprintf(names[k], sizeof names[k], "(no stack)");

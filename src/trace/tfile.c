@@ -28,6 +28,7 @@ static struct {
   int failed;                /* creation failed once: do not retry */
   uint64_t off;              /* end of the file */
   char dir[PATH_MAX / 2];
+  int dir_nofollow;          /* the default name: not through a symbolic link */
   char name[64];
   char path[PATH_MAX];
   hmt_header_t hdr;
@@ -39,9 +40,10 @@ static struct {
 
 static void scan_modules_locked(void);
 
-void _hpcmem_tfile_configure(const hmt_header_t *h, const char *dir) {
+void _hpcmem_tfile_configure(const hmt_header_t *h, const char *dir, int dir_is_default) {
   F.hdr = *h;
   snprintf(F.dir, sizeof F.dir, "%s", dir);
+  F.dir_nofollow = dir_is_default;
   scan_modules_locked();  /* start-up: nobody else records yet */
 }
 
@@ -99,6 +101,14 @@ static void file_name(char *buf, size_t len, int rank, int n) {
  * job writes into the directory one of them made, and guessed names
  * collide there as a matter of course.  A file too short to hold a header
  * is being created by a sibling right now. */
+/* A job id made from the pid ("pid1234"): the process had no launcher. */
+static int launcherless(const char *id) {
+  if (strncmp(id, "pid", 3) != 0 || !id[3]) return 0;
+  for (id += 3; *id; id++)
+    if (*id < '0' || *id > '9') return 0;
+  return 1;
+}
+
 static int same_job(const char *name) {
   int fd = openat(F.dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return 0;  /* a symbolic link, or unreadable */
@@ -110,12 +120,26 @@ static int same_job(const char *name) {
   if (n < (ssize_t)sizeof h) return 1;
   hmt_header_t o;
   if (hmt_header_decode(h, sizeof h, &o) != HMT_OK) return 0;
-  return strncmp(o.jobid, F.hdr.jobid, sizeof o.jobid) == 0 && strncmp(o.hostname, F.hdr.hostname, sizeof o.hostname) == 0;
+  if (strncmp(o.hostname, F.hdr.hostname, sizeof o.hostname) != 0) return 0;
+  /* processes without a launcher each name their job after their own pid:
+   * those that share a directory (a script and its children, a command
+   * that runs helpers, under one HPCMEM_TRACE_DIR) are one job as well --
+   * a shim chain of 26 processes gave 28 warnings */
+  return strncmp(o.jobid, F.hdr.jobid, sizeof o.jobid) == 0 || (launcherless(o.jobid) && launcherless(F.hdr.jobid));
 }
 
 static int create_file(void) {
   int err = make_dirs(F.dir);
-  if (err == 0 && (F.dirfd = open(F.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) err = -errno;
+  /* the default directory hpcmem-trace-<jobid> has a name others can
+   * guess: a symbolic link planted under it would put the traces wherever
+   * it points.  A directory the user named may be a link on purpose. */
+  if (err == 0 && (F.dirfd = open(F.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | (F.dir_nofollow ? O_NOFOLLOW : 0))) < 0)
+    err = -errno;
+  if (err == -ELOOP || (err == -ENOTDIR && F.dir_nofollow)) {
+    _hpcmem_warn("trace: %s is a symbolic link or not a directory; the default trace directory is not "
+                 "entered through one (HPCMEM_TRACE_DIR names a directory to use); tracing is off", F.dir);
+    return err;
+  }
   if (err) {
     _hpcmem_warn("trace: cannot create directory %s: %s; tracing is off", F.dir, strerror(-err));
     return err;

@@ -333,7 +333,7 @@ void _hpcmem_trace_init(void) {
   const char *d = _hpcmem_opt_str(TRACE_DIR);
   if (d[0]) snprintf(dir, sizeof dir, "%s", d);
   else snprintf(dir, sizeof dir, "hpcmem-trace-%s", _hpcmem_job.jobid);
-  _hpcmem_tfile_configure(&h, dir);
+  _hpcmem_tfile_configure(&h, dir, !d[0]);
 
   static int atfork_done;
   if (!atfork_done) { atfork_done = 1; pthread_atfork(NULL, NULL, after_fork_child); }

@@ -164,7 +164,9 @@ typedef struct {
  * thread holds the file (signal handler).  0 or -errno. */
 int _hpcmem_tfile_write_block(hmt_block_t *b, const void *payload, int may_wait);
 void _hpcmem_tfile_set_identity(const hmt_file_identity_t *id);
-void _hpcmem_tfile_configure(const hmt_header_t *h, const char *dir);
+/* dir_is_default: dir is the default name, not the user's HPCMEM_TRACE_DIR,
+ * and is not entered through a symbolic link (anyone could plant one). */
+void _hpcmem_tfile_configure(const hmt_header_t *h, const char *dir, int dir_is_default);
 /* Re-scan the loaded objects if dlopen/dlclose happened since the last
  * scan and write a MODULES block (from the event path: cheap when nothing
  * changed). */

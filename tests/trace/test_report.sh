@@ -57,6 +57,48 @@ else
   ko same_tick_allocations_before_frees "$(cat "$dir/tie.err")"
 fi
 
+# blocks handed from one thread to another and freed there, most within the
+# same tick (tests/trace/handoff_app.c, which counts its own live bytes in
+# the true order): every free finds its block, the leaks are exactly the
+# program's, and the peak is an upper bound of the true one (GCC may name
+# the functions' clones kept.isra.0 and the like)
+lib=${HPCMEM_LIB:-$b/.libs/libhpcmem.so}
+if [ -r "$lib" ]; then
+  exact=$(HPCMEM_TRACE=1 HPCMEM_TRACE_DIR="$dir/handoff" HPCMEM_REPORT=off LD_PRELOAD="$lib" "$b/tests/trace/handoff_app" 20000)
+  if "$REPORT" --json="$dir/handoff.json" "$dir/handoff" > /dev/null 2> "$dir/handoff.err"; then
+    set -- $exact   # peak P live L
+    hq() { jq -r "$1" "$dir/handoff.json"; }
+    un=$(hq '.ranks[0].unmatched_frees'); kept=$(hq '[.leaks.functions[] | select(.name | test("^kept([.]|$)")) | .bytes] | add')
+    prod=$(hq '[.leaks.functions[] | select(.name | test("^produce([.]|$)")) | .bytes] | add // 0'); hwm=$(hq '.ranks[0].hwm_bytes')
+    [ "$un" = 0 ] && [ "$kept" = "$4" ] && [ "$prod" = 0 ] && ok handed_over_blocks_all_freed ||
+      ko handed_over_blocks_all_freed "unmatched frees $un, kept $kept (program: $4), produce still live $prod"
+    [ "$hwm" -ge "$2" ] 2>/dev/null && [ "$hwm" -lt $(($2 + MiB)) ] && ok handed_over_blocks_peak_bounds ||
+      ko handed_over_blocks_peak_bounds "hwm $hwm, program's exact peak $2"
+  else
+    ko handed_over_blocks_all_freed "$(cat "$dir/handoff.err")"
+  fi
+fi
+
+# a trace that misses a free (an address allocated again without one): the
+# old block ends there, in the report and in the heaptrack export alike
+mkdir -p "$dir/lost"
+if "$b/tests/trace/tie_job" "$dir/lost" lost-free && "$REPORT" --json="$dir/lost.json" "$dir/lost" > /dev/null 2> "$dir/lost.err"; then
+  lh=$(jq -r '.ranks[0].hwm_bytes' "$dir/lost.json"); ll=$(jq -r '.ranks[0].live_at_end_bytes' "$dir/lost.json")
+  [ "$lh" = $((10 * MiB)) ] && [ "$ll" = $MiB ] && ok allocated_again_without_a_free || ko allocated_again_without_a_free "hwm $lh, live at end $ll"
+  if command -v heaptrack_print >/dev/null 2>&1; then
+    "$REPORT" --heaptrack=0 -o "$dir/lost.gz" "$dir/lost" > /dev/null 2>&1
+    heaptrack_print -f "$dir/lost.gz" > "$dir/lost.txt" 2>&1
+    # decimal megabytes: 10 MiB = 10.49M, 1 MiB = 1.05M
+    grep -q 'peak heap memory consumption: 10.49M' "$dir/lost.txt" && grep -q 'total memory leaked: 1.05M' "$dir/lost.txt" &&
+      ok heaptrack_export_allocated_again_without_a_free ||
+      ko heaptrack_export_allocated_again_without_a_free "$(grep -e peak -e leaked "$dir/lost.txt" | tr '\n' ' ')"
+  else
+    echo "[  SKIPPED ] hpcmem_report.heaptrack_export_allocated_again_without_a_free (no heaptrack_print)"
+  fi
+else
+  ko allocated_again_without_a_free "$(cat "$dir/lost.err")"
+fi
+
 # at the job peak every rank is at its own peak
 bad=""
 for r in 0 1 2 3; do
@@ -121,8 +163,26 @@ fi
 "$REPORT" --symbols=none --json="$dir/report.json" "$dir/trace" > /dev/null 2>&1
 hwm=$(q '.ranks[] | select(.rank == 3) | .hwm_bytes')
 near "$hwm" $((50 * MiB)) $MiB && ok without_symbols || ko without_symbols "hwm $hwm"
+# code without a name is listed by object and offset, never by an offset alone
+# (which would merge the unnamed code of different objects into one row)
+names=$(q '[.ranks[].functions_at_peak[].name] | unique | join(" ")')
+bad=$(for n in $names; do echo "$n" | grep -qE '^trace_workload\+0x[0-9a-f]+$' || echo "$n"; done)
+[ -n "$names" ] && [ -z "$bad" ] && ok unnamed_code_by_object_and_offset || ko unnamed_code_by_object_and_offset "names: $names"
 "$REPORT" --progress "$dir/trace" > /dev/null 2> "$dir/err.txt"
 tr '\r' '\n' < "$dir/err.txt" | grep -q '^reading traces \[#*\] 100%' && ok progress_bar || ko progress_bar "$(head -c 200 "$dir/err.txt")"
+# by default the bar comes for a large input on a terminal: 2.4 million events
+# (map_churn 120000, well under a megabyte of trace), not for the workload's
+# few hundred
+lib=${HPCMEM_LIB:-$b/.libs/libhpcmem.so}
+if command -v script >/dev/null 2>&1 && [ -r "$lib" ]; then
+  HPCMEM_TRACE=1 HPCMEM_TRACE_DIR="$dir/churn" HPCMEM_REPORT=off LD_PRELOAD="$lib" "$b/tests/trace/map_churn" 120000 > /dev/null
+  script -qc "'$REPORT' '$dir/churn' > /dev/null" /dev/null > "$dir/pty-large.txt" 2>&1
+  script -qc "'$REPORT' '$dir/trace' > /dev/null" /dev/null > "$dir/pty-small.txt" 2>&1
+  if grep -q 'reading traces' "$dir/pty-large.txt" && ! grep -q 'reading traces' "$dir/pty-small.txt"; then ok progress_bar_when_large
+  else ko progress_bar_when_large "large: $(tr '\r' '\n' < "$dir/pty-large.txt" | tail -c 200); small: $(head -c 100 "$dir/pty-small.txt")"; fi
+else
+  echo "[  SKIPPED ] hpcmem_report.progress_bar_when_large (no script(1) or no $lib)"
+fi
 "$REPORT" "$dir/trace" > /dev/null 2> "$dir/err.txt"
 [ ! -s "$dir/err.txt" ] && ok no_progress_bar_for_small_input || ko no_progress_bar_for_small_input "$(head -c 200 "$dir/err.txt")"
 
@@ -135,6 +195,9 @@ for f in memory-over-time job-memory-over-time hwm-per-rank top-stacks; do
 done
 grep -c '<polyline' "$dir/svg/memory-over-time.svg" | grep -qx 4 || bad="$bad (not 4 curves)"
 grep -q 'read_mesh' "$dir/svg/top-stacks.svg" || bad="$bad (top-stacks without read_mesh)"
+# every label ends inside the picture
+clip=$(python3 "$(dirname "$0")/check_svg_labels.py" "$dir/svg")
+[ -z "$clip" ] || bad="$bad (labels cut off: $clip)"
 [ -z "$bad" ] && ok svg_plots || ko svg_plots "$bad"
 
 # PNG copies, where rsvg-convert (Debian: librsvg2-bin) is installed: a PNG
@@ -230,5 +293,19 @@ mkdir "$dir/empty"
 [ $rc = 2 ] && grep -q 'nonexistent: No such file' "$dir/err.txt" && ok missing_directory || ko missing_directory "exit $rc"
 "$REPORT" --top=x "$dir/trace" > /dev/null 2> "$dir/err.txt"; rc=$?
 [ $rc = 2 ] && grep -q "top: 'x'" "$dir/err.txt" && ok bad_option || ko bad_option "exit $rc"
+# usage errors say what is wrong, on stderr, exit 2, nothing on stdout
+usage_case() {  # NAME EXPECTED-TEXT ARGS...
+  name=$1 want=$2; shift 2
+  "$REPORT" "$@" > "$dir/out.txt" 2> "$dir/err.txt"; rc=$?
+  [ $rc = 2 ] && [ ! -s "$dir/out.txt" ] && grep -q "$want" "$dir/err.txt" && ok "usage.$name" ||
+    ko "usage.$name" "exit $rc: $(head -c 200 "$dir/err.txt")"
+}
+usage_case no_input 'no trace directory or file given'
+usage_case svg_without_its_directory 'no trace directory or file given' --svg "$dir/trace"
+usage_case two_inputs 'one trace directory or file, not 2' "$dir/trace" "$dir/trace"
+usage_case rank_not_in_the_job 'no trace of rank 9 in' --rank=9 "$dir/trace"
+usage_case output_without_heaptrack 'names the file of --heaptrack' -o "$dir/x.gz" "$dir/trace"
+usage_case heaptrack_rank_not_in_the_job 'heaptrack: no trace of rank 9' --heaptrack=9 "$dir/trace"
+usage_case unknown_option 'unrecognized option' --bogus "$dir/trace"
 
 [ $fails = 0 ]

@@ -13,7 +13,13 @@
  * at 20 MiB, below what the job may have held.  Rank 0 has the same tie between its own threads: thread 2
  * (its block first in the file) allocates 1 MiB at t = 2000 and frees it
  * at t = 3000, when thread 1 allocates 2 MiB more (freed at t = 5000):
- * rank 0 peaks at 13 MiB, the job at 32 MiB (12 + 20). */
+ * rank 0 peaks at 13 MiB, the job at 32 MiB (12 + 20).
+ *
+ *   tie_job DIR lost-free
+ * one rank whose trace misses a free: 10 MiB at A (t = 1000), 4 MiB at A
+ * again (t = 2000) without a free between, 1 MiB at B (t = 3000), A freed
+ * (t = 4000).  The block first at A ended unseen by t = 2000 at the latest:
+ * the rank peaks at 10 MiB (not 15) and leaks the 1 MiB at B. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,7 +79,33 @@ static int write_rank(const char *dir, int rank) {
   return err;
 }
 
+static int write_lost_free(const char *dir) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/rank-0.hmt", dir);
+  FILE *f = fopen(path, "wb");
+  if (!f) { perror(path); return 1; }
+  hmt_header_t hd;
+  memset(&hd, 0, sizeof hd);
+  hd.version_major = HMT_VERSION_MAJOR; hd.version_minor = HMT_VERSION_MINOR;
+  hd.rank = 0; hd.size = 1; hd.pid = 100;
+  hd.start_ns = 500;
+  hd.pointer_size = 8; hd.page_size = 4096;
+  strcpy(hd.hostname, "node0");
+  strcpy(hd.jobid, "lost");
+  uint8_t h[HMT_HEADER_SIZE];
+  hmt_header_encode(&hd, h);
+  int err = fwrite(h, 1, sizeof h, f) != sizeof h;
+  const uint64_t a = 0x100000000000ull, b = 0x100080000000ull;
+  const ev_t ev[] = {{HPCMEM_EV_MALLOC, 1000, a, 10 * MiB}, {HPCMEM_EV_MALLOC, 2000, a, 4 * MiB},
+                     {HPCMEM_EV_MALLOC, 3000, b, MiB}, {HPCMEM_EV_FREE, 4000, a, 0}};
+  err |= put_block(f, 1, ev, 4);
+  err |= fclose(f) != 0;
+  if (err) fprintf(stderr, "tie_job: cannot write %s\n", path);
+  return err;
+}
+
 int main(int argc, char **argv) {
-  if (argc != 2) { fprintf(stderr, "usage: tie_job DIR\n"); return 2; }
+  if (argc == 3 && strcmp(argv[2], "lost-free") == 0) return write_lost_free(argv[1]);
+  if (argc != 2) { fprintf(stderr, "usage: tie_job DIR [lost-free]\n"); return 2; }
   return write_rank(argv[1], 0) || write_rank(argv[1], 1);
 }
