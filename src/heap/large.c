@@ -39,6 +39,21 @@
  * 1.6-1.8 s of CPU; 8 blocks 605-614 MiB, 244 k, 1.6-2.0 s; 2 blocks
  * 1,141 MiB, 435 k, 1.9-2.1 s. */
 #define LAND_CANDIDATES 32
+#define LAND_SHORT 4      /* ... and this many while the landing spots are on */
+/* Landing spots (docs/large-tier.md): pairs of believed-resident pages at
+ * most SPOT_DMAX pages apart (8 MiB with 4 KiB pages), indexed by their
+ * distance, SPOT_WAYS to a distance (one cache line).  A free block that
+ * changes pairs up to SPOT_SCAN of its believed-resident pages near what
+ * changed, SPOT_PUTS pairs at most.  They are on while more than one
+ * allocation in SPOT_ON_RATE misses a landing, off again below one in
+ * SPOT_OFF_RATE, judged over SPOT_WINDOW allocations. */
+#define SPOT_DMAX 2048
+#define SPOT_WAYS 8
+#define SPOT_SCAN 32
+#define SPOT_PUTS 48
+#define SPOT_WINDOW 4096
+#define SPOT_ON_RATE 5
+#define SPOT_OFF_RATE 8
 #define LAND_HEADS 64
 #define THP_SIZE ((size_t)2 << 20)
 /* Transparent huge pages only for blocks of at least this size, in an arena
@@ -87,6 +102,9 @@ struct hpcmem_large_slot { uintptr_t key; hpcmem_large_rec_t *rec; };
 typedef struct hpcmem_large_slot slot_t;
 
 typedef hpcmem_large_rec_t rec_t;
+/* A landing spot: free block rec (index + 1 into the record pool; 0: none)
+ * holds believed-resident pages `page` and `page` + its bucket's distance. */
+typedef struct hpcmem_large_spot { uint32_t rec, page; } spot_t;
 typedef hpcmem_large_arena_t arena_t;
 
 static inline char *rend(const rec_t *r) { return r->start + r->size; }
@@ -138,6 +156,12 @@ static void stale_mark(hpcmem_large_t *L, const char *lo, const char *hi) {
     i = stop;
   }
 }
+
+/* End placement on now (one load: the configuration is folded in at init) */
+static inline int ends_on(const hpcmem_large_t *L) { return __atomic_load_n(&L->ends, __ATOMIC_RELAXED); }
+
+/* Landing spots (see "Landing spots" below) */
+static void spots_gen(hpcmem_large_t *L, const rec_t *r, size_t flo, size_t fhi);
 
 /* ---------------------------------------------------------------- records */
 
@@ -548,6 +572,7 @@ static rec_t *split_free(hpcmem_large_t *L, rec_t *r, rec_t *piece, int before,
   clip_hull(piece, dlo, dhi);
   piece->swept = r->swept;
   free_attach(L, piece);
+  if (L->spots_on && ends_on(L)) spots_gen(L, piece, pidx(L, piece->start), pidx(L, rend(piece) - 1));
   if (piece->dlo < piece->dhi) {
     piece->stamp = stamp;
     piece->astamp = astamp;
@@ -615,14 +640,21 @@ static void quick_take_out(hpcmem_large_t *L, unsigned i) {
 /* Entry i leaves the list for the trees, as a block freed at its stamp. */
 static void quick_evict(hpcmem_large_t *L, unsigned i) {
   rec_t *r = L->quick[i];
+  if (L->spots_on) {   /* where spots_gen will start reading bits: r's or its free neighbour's start */
+    size_t f = pidx(L, r->start);
+    __builtin_prefetch(&L->bits[(f > SPOT_DMAX ? f - SPOT_DMAX : 0) / 64][0]);
+    if (r->prev) __builtin_prefetch(&L->bits[pidx(L, r->prev->start) / 64][0]);
+  }
   quick_take_out(L, i);
   hash_remove_at(L, hash_slot(L, (uintptr_t)r->data));
   L->ring[L->ring_pos++ % RING] = (uintptr_t)r->data;
+  size_t flo = pidx(L, r->start), fhi = pidx(L, rend(r) - 1);
   r->data = NULL;
   r->dlo = r->start;
   r->dhi = rend(r);
   r->swept = 0;
   r = release_block(L, r, r->stamp, r->astamp);
+  if (L->spots_on && ends_on(L)) spots_gen(L, r, flo, fhi);
   DEBUG_LOCAL(L, r);
 }
 
@@ -669,8 +701,6 @@ static int decay_due(const hpcmem_large_t *L, const rec_t *r, uint64_t now) {
   return now >= r->stamp && now - r->stamp >= L->decay_ns;
 }
 
-/* End placement on now (one load: the configuration is folded in at init) */
-static inline int ends_on(const hpcmem_large_t *L) { return __atomic_load_n(&L->ends, __ATOMIC_RELAXED); }
 
 static void schedule(hpcmem_large_t *L, uint64_t now) {
   /* with end placement on, the sweep (aged in allocations) wants passes
@@ -876,6 +906,7 @@ void _hpcmem_large_config_from_options(hpcmem_large_config_t *cfg) {
   cfg->ends = 0;
   cfg->probe_min = 0;
   cfg->sweep_allocs = 0;
+  cfg->spots = 0;
 }
 
 int _hpcmem_large_init(hpcmem_large_t *L, const hpcmem_large_config_t *cfg) {
@@ -905,7 +936,9 @@ int _hpcmem_large_init(hpcmem_large_t *L, const hpcmem_large_config_t *cfg) {
   int two = c.thp && !c.region && reserve >= 4 * THP_BLOCK_MIN;
   size_t hbits_bytes = two ? up((reserve / THP_SIZE + 63) / 64 * 8, page) : 0;
   size_t bits_bytes = up((reserve / page + 63) / 64 * 16, page);   /* 64 MiB a TiB */
-  size_t meta = up(rec_bytes + 2 * hbytes + ring_bytes + hbits_bytes + bits_bytes, gran);
+  /* spots name pages in 32 bits */
+  size_t spot_bytes = reserve / page < UINT32_MAX - SPOT_DMAX ? up((SPOT_DMAX + 1) * SPOT_WAYS * sizeof(spot_t), page) : 0;
+  size_t meta = up(rec_bytes + 2 * hbytes + ring_bytes + hbits_bytes + bits_bytes + spot_bytes, gran);
   char *map = _hpcmem_prim_reserve(c.region ? meta : meta + reserve, gran);
   if (!map) return -(errno ? errno : ENOMEM);
 
@@ -931,6 +964,10 @@ int _hpcmem_large_init(hpcmem_large_t *L, const hpcmem_large_config_t *cfg) {
   L->ring = (uintptr_t *)(map + rec_bytes + 2 * hbytes);
   L->bits = (uint64_t (*)[2])(map + rec_bytes + 2 * hbytes + ring_bytes + hbits_bytes);
   L->pshift = (unsigned)__builtin_ctzl(page);
+  L->spots = spot_bytes ? (spot_t *)((char *)L->bits + bits_bytes) : NULL;
+  L->spot_smin = SIZE_MAX;
+  L->spots_cfg = c.spots;
+  L->spots_on = c.spots > 0 && L->spots;
   /* end placement needs data that may start anywhere in a page, and pages
    * that stay after a free (decay 0 gives every one back at once) */
   L->ends_cfg = c.align > page || !c.decay_ns ? -1 : c.ends;
@@ -1071,32 +1108,169 @@ static inline void land_prefetch(const hpcmem_large_t *L, const rec_t *c, size_t
   __builtin_prefetch(&L->bits[pidx(L, c->start + size - 1) / 64][0]);
 }
 
-static rec_t *land_fit(hpcmem_large_t *L, arena_t *A, rec_t *r, size_t kb, size_t size, size_t *lead) {
-  L->land_tries++;
+static rec_t *land_fit(hpcmem_large_t *L, arena_t *A, rec_t *r, size_t kb, size_t size, size_t *lead, int depth, int *hit) {
   /* the bitmap words a candidate reads first are cache misses in a large
    * heap (4 MiB of bits for 64 GiB): fetched one candidate ahead (finding
    * and prefetching 4 or 8 candidates before looking at any made no
    * measurable difference at N = 16,384) */
   land_prefetch(L, r, size);
   rec_t *c = r, *nx = set_next(A, r);
-  for (int k = 0; c && k < LAND_CANDIDATES; k++) {
+  for (int k = 0; c && k < depth; k++) {
     if (nx) land_prefetch(L, nx, size);
     if (land_in(L, c, kb, size, lead)) {
-      L->land_hits++;
+      *hit = 1;
       return c;
     }
     c = nx;
-    nx = c && k + 2 < LAND_CANDIDATES ? set_next(A, c) : NULL;
+    nx = c && k + 2 < depth ? set_next(A, c) : NULL;
   }
   *lead = 0;
+  *hit = 0;
   return r;
+}
+
+/* ------------------------------------------------------ landing spots */
+
+/* End placement's candidates are free blocks by size, each looked at in
+ * the bitmap: cache misses for every candidate (two lines of bits, a line
+ * of the record), and when few of them hold a landing (N = 16,384 live
+ * blocks: 40 % of the searches missed all 32 candidates, 83 % of all the
+ * candidates looked at) that search is the tier's largest cost.  The
+ * spots turn it around: when a free block changes (a block freed into it,
+ * a piece cut off it), pairs of its believed-resident pages go into a
+ * table by their distance in pages; a request looks up the one or two
+ * distances its first and last byte can be apart.  A spot is a hint: it
+ * is taken only while its block is free, holds both pages in its extent
+ * and both are still believed resident (spots of blocks that merged,
+ * split or were swept fail that and are dropped).  An allocation reads one
+ * line of spots and, for each spot, the record and two words of bits,
+ * prefetched together. */
+
+static inline void spot_put(hpcmem_large_t *L, size_t d, const rec_t *r, size_t h) {
+  spot_t *b = L->spots + d * SPOT_WAYS;
+  uint32_t ri = (uint32_t)(r - L->recs) + 1;
+  unsigned k = SPOT_WAYS;
+  for (unsigned i = 0; i < SPOT_WAYS; i++) {
+    if (b[i].rec == ri && b[i].page == h) return;
+    if (!b[i].rec && k == SPOT_WAYS) k = i;
+  }
+  if (k == SPOT_WAYS) k = L->spot_clock++ % SPOT_WAYS;   /* full: one of them goes */
+  b[k].rec = ri;
+  b[k].page = (uint32_t)h;
+}
+
+/* Free block r changed in pages [flo, fhi]: pairs of its believed-resident
+ * pages within SPOT_DMAX of that range, at least one of them in it (pairs
+ * elsewhere in r were indexed before, under r or under the neighbour that
+ * absorbed it), become spots.  Distances shorter than any request so far
+ * cannot serve one.  The buckets are prefetched before any is written (a
+ * cache miss each, in parallel). */
+static void spots_gen(hpcmem_large_t *L, const rec_t *r, size_t flo, size_t fhi) {
+  size_t a = pidx(L, r->start), b = pidx(L, rend(r) - 1);
+  size_t lo = flo > a + SPOT_DMAX ? flo - SPOT_DMAX : a, hi = fhi + SPOT_DMAX < b ? fhi + SPOT_DMAX : b;
+  uint32_t g[SPOT_SCAN], pd[SPOT_PUTS], ph[SPOT_PUTS];
+  unsigned m = 0, np = 0;
+  for (size_t w = lo / 64; w <= hi / 64 && m < SPOT_SCAN; w++) {
+    uint64_t x = L->bits[w][0];
+    if (w == lo / 64) x &= ~(uint64_t)0 << (lo % 64);
+    if (w == hi / 64 && hi % 64 != 63) x &= ((uint64_t)1 << (hi % 64 + 1)) - 1;
+    for (; x && m < SPOT_SCAN; x &= x - 1) g[m++] = (uint32_t)(w * 64 + (size_t)__builtin_ctzll(x));
+  }
+  for (unsigned i = 0; i < m && np < SPOT_PUTS; i++)
+    for (unsigned j = i + 1; j < m && g[j] - g[i] <= SPOT_DMAX && np < SPOT_PUTS; j++) {
+      if (g[j] - g[i] < L->spot_dmin || !((g[i] >= flo && g[i] <= fhi) || (g[j] >= flo && g[j] <= fhi))) continue;
+      pd[np] = g[j] - g[i];
+      ph[np] = g[i];
+      __builtin_prefetch(L->spots + (size_t)pd[np] * SPOT_WAYS, 1);
+      np++;
+    }
+  for (unsigned i = 0; i < np; i++) spot_put(L, pd[i], r, ph[i]);
+}
+
+/* A free block of arena A where a request of `size` bytes (kb on the grid)
+ * lands on a spot, and *lead; NULL when none does.  The data starts in
+ * page h on the grid and ends in page h + D: D is (size - 1) / page or, when
+ * the data can start late enough in h, one more. */
+static rec_t *spot_find(hpcmem_large_t *L, arena_t *A, size_t kb, size_t size, size_t *lead) {
+  const uintptr_t P = L->page, G = L->align, base = (uintptr_t)L->base;
+  size_t d0 = (size - 1) >> L->pshift, d1 = (size - 1 + P - G) >> L->pshift;
+  if (d1 > SPOT_DMAX) d1 = SPOT_DMAX;
+  for (size_t D = d0; D <= d1; D++) {
+    const spot_t *b = L->spots + D * SPOT_WAYS;
+    for (unsigned i = 0; i < SPOT_WAYS; i++)
+      if (b[i].rec) {
+        __builtin_prefetch(L->recs + b[i].rec - 1);
+        __builtin_prefetch(&L->bits[b[i].page / 64][0]);
+        __builtin_prefetch(&L->bits[(b[i].page + D) / 64][0]);
+      }
+  }
+  for (size_t D = d0; D <= d1; D++) {
+    spot_t *b = L->spots + D * SPOT_WAYS;
+    for (unsigned i = 0; i < SPOT_WAYS; i++) {
+      if (!b[i].rec) continue;
+      const rec_t *c = L->recs + b[i].rec - 1;
+      size_t h = b[i].page, t = h + D;
+      if (c->state != REC_FREE || h < pidx(L, c->start) || t > pidx(L, rend(c) - 1) || !rbit(L, h) || !rbit(L, t)) {
+        b[i].rec = 0;
+        continue;
+      }
+      if (c->size < kb || arena_of(L, c) != A) continue;
+      uintptr_t hb = base + (h << L->pshift), tb = base + (t << L->pshift);
+      uintptr_t lo = hb, hi = hb + P - G;   /* where the data may start, on the grid */
+      if ((uintptr_t)c->start > lo) lo = (uintptr_t)c->start;
+      if (tb - (size - 1) > lo) lo = tb - (size - 1);
+      if ((uintptr_t)rend(c) - kb < hi) hi = (uintptr_t)rend(c) - kb;
+      if (tb + P - size < hi) hi = tb + P - size;
+      lo = up(lo, G);
+      if (lo > hi) continue;
+      *lead = (size_t)(lo - (uintptr_t)c->start);
+      b[i].rec = 0;
+      return (rec_t *)c;
+    }
+  }
+  return NULL;
+}
+
+/* Spots on while end placement misses often (more than one allocation in
+ * SPOT_ON_RATE), off below one in SPOT_OFF_RATE: with few misses the
+ * candidates by size find the landings, and the spots only cost their
+ * upkeep (residents with tags, N = 256: 0.8 s of CPU for 10^6 pairs
+ * without them, 1.4 - 1.8 s with). */
+static void spots_judge(hpcmem_large_t *L, int hit) {
+  L->win_miss += !hit;
+  if (++L->win_tries < SPOT_WINDOW) return;
+  if (L->spots_cfg) {}
+  else if (!L->spots_on && L->spots && L->win_miss * SPOT_ON_RATE > L->win_tries) L->spots_on = 1;
+  else if (L->spots_on && L->win_miss * SPOT_OFF_RATE < L->win_tries) L->spots_on = 0;
+  L->win_tries = L->win_miss = 0;
 }
 
 /* A detached block for the request in arena A, from the tree or by growing. */
 static rec_t *take(hpcmem_large_t *L, arena_t *A, size_t kb, size_t size, size_t align, size_t *lead,
                    rec_t **pos) {
-  rec_t *r = find_fit(L, A, kb, align, lead);
-  if (ends_on(L) && r && align <= L->align) r = land_fit(L, A, r, kb, size, lead);
+  rec_t *r = NULL, *c;
+  int hit = 0;
+  if (!ends_on(L) || align > L->align) {
+    r = find_fit(L, A, kb, align, lead);
+  } else {
+    if (size < L->spot_smin) {
+      L->spot_smin = size;
+      L->spot_dmin = (unsigned)((size - 1) >> L->pshift);
+    }
+    /* a try: some free block is large enough (else the arena grows) */
+    if ((r = find_fit(L, A, kb, align, lead))) {
+      r = land_fit(L, A, r, kb, size, lead, L->spots_on ? LAND_SHORT : LAND_CANDIDATES, &hit);
+      if (!hit && L->spots_on && size > L->page && size <= SPOT_DMAX * L->page &&
+          (c = spot_find(L, A, kb, size, lead))) {
+        L->spot_hits++;
+        r = c;
+        hit = 1;
+      }
+      L->land_tries++;
+      L->land_hits += (unsigned)hit;
+      spots_judge(L, hit);
+    }
+  }
   if (r) {
     *pos = free_detach(L, r);
     return r;
@@ -1225,6 +1399,8 @@ static void *large_alloc(hpcmem_large_t *L, size_t size, size_t align, size_t *u
   if (!kb || align > (size_t)(L->end - L->base)) { errno = ENOMEM; return NULL; }
   size_t lead;
   rec_t *pos = NULL, *r;
+  if (L->spots_on && size > L->page && size <= SPOT_DMAX * L->page)
+    __builtin_prefetch(L->spots + ((size - 1) >> L->pshift) * SPOT_WAYS);
   _hpcmem_lock_st(&L->lock);
   uint64_t now = clock_tick(L);
   int qi;
@@ -1398,11 +1574,13 @@ int _hpcmem_large_free(hpcmem_large_t *L, void *p, size_t *size_out) {
   } else {
     hash_remove_at(L, slot != SIZE_MAX ? slot : hash_slot(L, (uintptr_t)p));
     L->ring[L->ring_pos++ % RING] = (uintptr_t)p;
+    size_t flo = pidx(L, r->start), fhi = pidx(L, rend(r) - 1);
     r->data = NULL;
     r->dlo = r->start;     /* the owner may have touched all of it */
     r->dhi = rend(r);
     r->swept = 0;
     r = release_block(L, r, now, (uint32_t)L->alloc_count);
+    if (L->spots_on && ends_on(L)) spots_gen(L, r, flo, fhi);
     DEBUG_LOCAL(L, r);
   }
   finish_unlock(L, now);
@@ -1535,6 +1713,8 @@ void _hpcmem_large_stats(hpcmem_large_t *L, hpcmem_large_stats_t *out) {
   out->land_hits = L->land_hits;
   out->swept_pages = L->swept_pages;
   out->probe_count = L->probe_count;
+  out->spots_mode = (int)L->spots_on;
+  out->spot_hits = L->spot_hits;
   for (int i = 0; i < L->narenas; i++) {
     const arena_t *A = &L->ar[i];
     for (int c = HPCMEM_LARGE_CLASSES - 1; c >= 0; c--) {
@@ -1678,6 +1858,14 @@ static int check_locked(hpcmem_large_t *L) {
     if (A->top == A->lo) continue;
     for (size_t w = pidx(L, A->lo) / 64, e = (pidx(L, A->top - 1)) / 64; w <= e; w++)
       if (L->bits[w][1] & ~L->bits[w][0]) return fail("stale page not believed resident", A->lo);
+  }
+  if (L->spots) {   /* spots are hints, but name records of the pool and pages of the region */
+    size_t npages = (size_t)(L->end - L->base) >> L->pshift;
+    for (size_t i = 0; i < (size_t)(SPOT_DMAX + 1) * SPOT_WAYS; i++) {
+      const spot_t *sp = &L->spots[i];
+      if (sp->rec && (L->recs + sp->rec - 1 >= L->rec_bump || sp->page + i / SPOT_WAYS >= npages))
+        return fail("landing spot outside the records or the region", sp);
+    }
   }
   if (ncached != L->nquick || L->nquick > L->quick_max) return fail("quick list count", NULL);
   size_t qbytes = 0;

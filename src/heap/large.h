@@ -47,6 +47,7 @@ typedef struct hpcmem_large_config {
                           finds programs write block ends only, >0 always, <0 never */
   unsigned probe_min;  /* frees between residency probes at first (0: HPCMEM_LARGE_PROBE_MIN) */
   unsigned sweep_allocs; /* the sweep's age, in allocations (0: HPCMEM_LARGE_SWEEP_ALLOCS) */
+  int spots;           /* landing spots (with end placement): 0 while it misses often, >0 always, <0 never */
 } hpcmem_large_config_t;
 
 typedef struct hpcmem_large_rec hpcmem_large_rec_t;
@@ -85,6 +86,8 @@ typedef struct hpcmem_large_stats {
   uint64_t land_hits;     /* ... whose first and last page were both believed resident */
   uint64_t swept_pages;   /* believed-resident pages given back early (the sweep, stale pages) */
   uint64_t probe_count;   /* residency probes made */
+  int spots_mode;         /* 1: landing spots on (end placement misses often) */
+  uint64_t spot_hits;     /* allocations placed on a landing spot (counted in land_hits too) */
   uint64_t alloc_count;
   uint64_t free_count;
   uint64_t resize_count;  /* resizes done in place */
@@ -152,6 +155,16 @@ typedef struct hpcmem_large {
   unsigned probe_gap, probe_min, probe_wait;   /* frees between probes (doubles while they agree) */
   unsigned sweep_allocs;   /* believed-resident garbage this many allocations old goes back */
   uint64_t land_tries, land_hits, swept_pages, probe_count;
+  /* Landing spots (large.c, "landing spots"): pairs of believed-resident
+   * pages of free blocks by their distance, on while end placement misses
+   * often (judged over windows of allocations). */
+  struct hpcmem_large_spot *spots;   /* NULL: none (a region of 2^32 pages or more) */
+  int spots_cfg;           /* config.spots */
+  unsigned spots_on, spot_clock;
+  unsigned spot_dmin;      /* distances shorter than this serve no request seen so far */
+  size_t spot_smin;        /* ... the smallest request seen (with end placement on) */
+  unsigned win_tries, win_miss;
+  uint64_t spot_hits;
 
   size_t live_bytes, overhead_bytes, free_bytes, retained_bytes, decayed_bytes;
   size_t live_blocks, free_blocks;

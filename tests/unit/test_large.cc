@@ -29,8 +29,9 @@ struct Tier {
   hpcmem_large_t L;
   explicit Tier(uint64_t decay_ns = NEVER, size_t reserve = 4096 * MiB, size_t align = 256,
                 size_t min_split = 128 * KiB, unsigned quick = 0, int ends = 0, unsigned probe_min = 0,
-                unsigned sweep_allocs = 0) {
+                unsigned sweep_allocs = 0, int spots = 0) {
     hpcmem_large_config_t c = {};
+    c.spots = spots;
     c.quick = quick;
     c.ends = ends;
     c.probe_min = probe_min;
@@ -1111,8 +1112,8 @@ bool verify(const Live &b) {
 }
 
 void random_run(uint64_t decay_ns, size_t align, unsigned seed, int ops, unsigned quick = 0, int ends = 0,
-                unsigned sweep_allocs = 0) {
-  Tier t(decay_ns, 8192 * MiB, align, 128 * KiB, quick, ends, 0, sweep_allocs);
+                unsigned sweep_allocs = 0, int spots = 0) {
+  Tier t(decay_ns, 8192 * MiB, align, 128 * KiB, quick, ends, 0, sweep_allocs, spots);
   std::mt19937_64 rng(seed);
   std::vector<Live> live;
   for (int op = 0; op < ops; op++) {
@@ -1216,6 +1217,11 @@ TEST(_hpcmem_large_alloc, RandomizedWithEndPlacementAndSweep) {
 
 TEST(_hpcmem_large_alloc, RandomizedWithEndPlacementSmallAlignment) {
   random_run(1000000, 16, 8, 30000, 0, 1, 16);
+}
+
+TEST(_hpcmem_large_alloc, RandomizedWithLandingSpots) {
+  random_run(NEVER, 256, 9, 40000, HPCMEM_LARGE_QUICK, 1, 0, 1);
+  random_run(1000000, 256, 10, 30000, 0, 1, 64, 1);   // and the sweep
 }
 
 // ------------------------------------------------------------ quick list
@@ -1571,6 +1577,77 @@ TEST(_hpcmem_large_alloc, EndPlacementOnlyForTheConfiguredAlignment) {
   EXPECT_EQ(t.stats().land_tries, 0u);
   EXPECT_EQ(t.free(b), 0);
   EXPECT_EQ(t.free(z), 0);
+  EXPECT_EQ(t.check(), 0);
+}
+
+TEST(_hpcmem_large_alloc, LandingSpotBeyondTheShortSearch) {
+  for (int spots : {1, -1}) {
+    Tier t(NEVER, 4096 * MiB, 256, 128 * KiB, 0, 1, 0, 0, spots);
+    // [f g] x 6, then [y1 y2 y3 | z]: the six f (2.25 MiB, freed) are the
+    // best fits for 2 MiB, and none holds a landing (their written pages
+    // are 2.25 MiB apart); y2's two ends, 2 MiB apart, do
+    std::vector<char *> f, g;
+    for (int i = 0; i < 6; i++) {
+      f.push_back(t.alloc(2 * MiB + 256 * KiB));
+      g.push_back(t.alloc(1 * MiB));
+      write_ends(f.back(), 2 * MiB + 256 * KiB);
+      write_ends(g.back(), 1 * MiB);
+    }
+    char *y1 = t.alloc(1 * MiB), *y2 = t.alloc(2 * MiB), *y3 = t.alloc(1 * MiB), *z = t.alloc(1 * MiB);
+    for (auto p : {y1, y3, z}) write_ends(p, 1 * MiB);
+    write_ends(y2, 2 * MiB);
+    for (auto p : f) ASSERT_EQ(t.free(p), 0);
+    for (auto p : {y1, y2, y3}) ASSERT_EQ(t.free(p), 0);
+    EXPECT_EQ(t.stats().spots_mode, spots > 0);
+    size_t before = resident_between(y1, z);
+    char *b = t.alloc(2 * MiB);
+    ASSERT_NE(b, nullptr);
+    write_ends(b, 2 * MiB);
+    EXPECT_EQ(resident_between(y1, z), before);   // landed: no page written anew
+    auto s = t.stats();
+    EXPECT_EQ(s.land_tries, 1u);
+    EXPECT_EQ(s.land_hits, 1u);
+    if (spots > 0) {
+      EXPECT_EQ(b, y2);                     // the spot of y2's own two ends (the shorter distance first)
+      EXPECT_EQ(s.spot_hits, 1u);
+    } else {
+      EXPECT_EQ(b, y1 + 1 * MiB - 3840);    // the sixth candidate by size, its lowest landing
+      EXPECT_EQ(s.spot_hits, 0u);
+    }
+    // the spot is used up, and the f still hold no landing: best fit
+    char *c = t.alloc(2 * MiB);
+    EXPECT_EQ(c, f[0]);
+    EXPECT_EQ(t.stats().land_hits, 1u);
+    EXPECT_EQ(t.check(), 0);
+    for (auto p : g) ASSERT_EQ(t.free(p), 0);
+    for (auto p : {b, c, z}) ASSERT_EQ(t.free(p), 0);
+    EXPECT_EQ(t.check(), 0);
+  }
+}
+
+TEST(_hpcmem_large_alloc, LandingSpotsWhileEndPlacementMisses) {
+  // auto: on after a window of allocations that mostly missed a landing,
+  // off after one that mostly landed
+  Tier t(NEVER, 4096 * MiB, 256, 128 * KiB, 0, 1);
+  ASSERT_EQ(t.free(t.alloc(1024 * MiB)), 0);
+  std::vector<char *> v;
+  // each carves from the front of the free block: its last page was never
+  // handed out, so no landing (nothing is written: no RSS)
+  for (int i = 0; i < 4096; i++) v.push_back(t.alloc(128 * KiB));
+  auto s = t.stats();
+  EXPECT_EQ(s.land_tries, 4096u);
+  EXPECT_EQ(s.land_hits, 0u);
+  EXPECT_EQ(s.spots_mode, 1);
+  // a block freed and allocated again lands where it was
+  for (int i = 0; i < 4096; i++) {
+    ASSERT_EQ(t.free(v.back()), 0);
+    v.back() = t.alloc(128 * KiB);
+  }
+  s = t.stats();
+  EXPECT_EQ(s.land_hits, 4096u);
+  EXPECT_EQ(s.spots_mode, 0);
+  EXPECT_EQ(t.check(), 0);
+  for (auto p : v) ASSERT_EQ(t.free(p), 0);
   EXPECT_EQ(t.check(), 0);
 }
 
