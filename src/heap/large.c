@@ -38,7 +38,23 @@
  * Residents with tags at N = 4,096: 32 blocks 323-338 MiB, 159 k faults,
  * 1.6-1.8 s of CPU; 8 blocks 605-614 MiB, 244 k, 1.6-2.0 s; 2 blocks
  * 1,141 MiB, 435 k, 1.9-2.1 s. */
+#define TC_OUT 4          /* blocks a thread was handed last whose free it recognises without the lock */
 #define LAND_CANDIDATES 32
+#define LAND_SHORT 4      /* ... and this many while the landing spots are on */
+/* Landing spots (docs/large-tier.md): pairs of believed-resident pages at
+ * most SPOT_DMAX pages apart (8 MiB with 4 KiB pages), indexed by their
+ * distance, SPOT_WAYS to a distance (one cache line).  A free block that
+ * changes pairs up to SPOT_SCAN of its believed-resident pages near what
+ * changed, SPOT_PUTS pairs at most.  They are on while more than one
+ * allocation in SPOT_ON_RATE misses a landing, off again below one in
+ * SPOT_OFF_RATE, judged over SPOT_WINDOW allocations. */
+#define SPOT_DMAX 2048
+#define SPOT_WAYS 8
+#define SPOT_SCAN 32
+#define SPOT_PUTS 48
+#define SPOT_WINDOW 4096
+#define SPOT_ON_RATE 5
+#define SPOT_OFF_RATE 8
 #define LAND_HEADS 64
 #define THP_SIZE ((size_t)2 << 20)
 /* Transparent huge pages only for blocks of at least this size, in an arena
@@ -59,7 +75,8 @@
 #define QUICK_BYTES ((size_t)32 << 20)
 
 /* CACHED: freed, on the quick list, still in the hash table (see quick_push) */
-enum { REC_UNUSED = 0, REC_LIVE = 0x11, REC_FREE = 0x22, REC_BUSY = 0x33, REC_CACHED = 0x44 };
+/* TCACHED: freed, kept in a thread's cache, counted as live (see "thread caches") */
+enum { REC_UNUSED = 0, REC_LIVE = 0x11, REC_FREE = 0x22, REC_BUSY = 0x33, REC_CACHED = 0x44, REC_TCACHED = 0x55 };
 
 /* Out-of-band block record.  The first cache line is all the best-fit
  * search and the coalescing look at. */
@@ -87,6 +104,30 @@ struct hpcmem_large_slot { uintptr_t key; hpcmem_large_rec_t *rec; };
 typedef struct hpcmem_large_slot slot_t;
 
 typedef hpcmem_large_rec_t rec_t;
+/* A landing spot: free block rec (index + 1 into the record pool; 0: none)
+ * holds believed-resident pages `page` and `page` + its bucket's distance. */
+typedef struct hpcmem_large_spot { uint32_t rec, page; } spot_t;
+
+/* A thread's cache of freed blocks (see "thread caches"). */
+struct hpcmem_large_tc {
+  hpcmem_large_t *L;                   /* the tier it serves; NULL before the thread's first use */
+  rec_t *slot[HPCMEM_LARGE_TC_SLOTS];  /* freed blocks (TCACHED) or NULL; see tc_grab */
+  char *data[HPCMEM_LARGE_TC_SLOTS];   /* the owner's copies: data pointer, usable bytes */
+  size_t usable[HPCMEM_LARGE_TC_SLOTS];
+  uint64_t stamp[HPCMEM_LARGE_TC_SLOTS];   /* freed at (the tier's clock as last read) */
+  unsigned used;                       /* the owner's view: slots it filled (a decay pass may have
+                                          emptied one since), and their usable bytes */
+  size_t held;
+  char *out[TC_OUT];                   /* the blocks handed out to the thread last */
+  rec_t *outrec[TC_OUT];
+  unsigned outpos;
+  int dead;                            /* the thread is exiting: no more caching */
+  int armed;                           /* the exit destructor is set */
+  uint64_t hits;
+  struct hpcmem_large_tc *prev, *next; /* L->tcs, under L's lock */
+};
+static __thread struct hpcmem_large_tc tc_self;
+
 typedef hpcmem_large_arena_t arena_t;
 
 static inline char *rend(const rec_t *r) { return r->start + r->size; }
@@ -138,6 +179,15 @@ static void stale_mark(hpcmem_large_t *L, const char *lo, const char *hi) {
     i = stop;
   }
 }
+
+/* End placement on now (one load: the configuration is folded in at init) */
+static inline int ends_on(const hpcmem_large_t *L) { return __atomic_load_n(&L->ends, __ATOMIC_RELAXED); }
+
+/* Landing spots (see "landing spots" below) */
+static void spots_gen(hpcmem_large_t *L, const rec_t *r, size_t flo, size_t fhi);
+/* Threads' caches (see "thread caches" below) */
+static void tc_expire(hpcmem_large_t *L, uint64_t now, int force);
+static void tc_exit(void *arg);
 
 /* ---------------------------------------------------------------- records */
 
@@ -548,6 +598,7 @@ static rec_t *split_free(hpcmem_large_t *L, rec_t *r, rec_t *piece, int before,
   clip_hull(piece, dlo, dhi);
   piece->swept = r->swept;
   free_attach(L, piece);
+  if (L->spots_on && ends_on(L)) spots_gen(L, piece, pidx(L, piece->start), pidx(L, rend(piece) - 1));
   if (piece->dlo < piece->dhi) {
     piece->stamp = stamp;
     piece->astamp = astamp;
@@ -615,14 +666,21 @@ static void quick_take_out(hpcmem_large_t *L, unsigned i) {
 /* Entry i leaves the list for the trees, as a block freed at its stamp. */
 static void quick_evict(hpcmem_large_t *L, unsigned i) {
   rec_t *r = L->quick[i];
+  if (L->spots_on) {   /* where spots_gen will start reading bits: r's or its free neighbour's start */
+    size_t f = pidx(L, r->start);
+    __builtin_prefetch(&L->bits[(f > SPOT_DMAX ? f - SPOT_DMAX : 0) / 64][0]);
+    if (r->prev) __builtin_prefetch(&L->bits[pidx(L, r->prev->start) / 64][0]);
+  }
   quick_take_out(L, i);
   hash_remove_at(L, hash_slot(L, (uintptr_t)r->data));
   L->ring[L->ring_pos++ % RING] = (uintptr_t)r->data;
+  size_t flo = pidx(L, r->start), fhi = pidx(L, rend(r) - 1);
   r->data = NULL;
   r->dlo = r->start;
   r->dhi = rend(r);
   r->swept = 0;
   r = release_block(L, r, r->stamp, r->astamp);
+  if (L->spots_on && ends_on(L)) spots_gen(L, r, flo, fhi);
   DEBUG_LOCAL(L, r);
 }
 
@@ -669,8 +727,6 @@ static int decay_due(const hpcmem_large_t *L, const rec_t *r, uint64_t now) {
   return now >= r->stamp && now - r->stamp >= L->decay_ns;
 }
 
-/* End placement on now (one load: the configuration is folded in at init) */
-static inline int ends_on(const hpcmem_large_t *L) { return __atomic_load_n(&L->ends, __ATOMIC_RELAXED); }
 
 static void schedule(hpcmem_large_t *L, uint64_t now) {
   /* with end placement on, the sweep (aged in allocations) wants passes
@@ -755,6 +811,7 @@ static void decay_unlock(hpcmem_large_t *L, uint64_t now, int force) {
     char *rlo[SWEEP_RUNS], *rhi[SWEEP_RUNS];
     int n = 0, more = 0;
     unsigned nr = 0;
+    if (L->tcs) tc_expire(L, now, force);
     quick_expire(L, now, force);
     while (L->dhead) {
       rec_t *r = L->dhead;
@@ -849,7 +906,7 @@ static inline uint64_t clock_tick(hpcmem_large_t *L) {
 }
 
 static inline void finish_unlock(hpcmem_large_t *L, uint64_t now) {
-  if ((L->dhead || L->nquick) && now >= L->next_decay_ns) decay_unlock(L, now, 0);
+  if ((L->dhead || L->nquick || L->tcs) && now >= L->next_decay_ns) decay_unlock(L, now, 0);
   else _hpcmem_unlock_st(&L->lock);
 }
 
@@ -876,6 +933,8 @@ void _hpcmem_large_config_from_options(hpcmem_large_config_t *cfg) {
   cfg->ends = 0;
   cfg->probe_min = 0;
   cfg->sweep_allocs = 0;
+  cfg->spots = 0;
+  cfg->tcache = 0;
 }
 
 int _hpcmem_large_init(hpcmem_large_t *L, const hpcmem_large_config_t *cfg) {
@@ -884,6 +943,7 @@ int _hpcmem_large_init(hpcmem_large_t *L, const hpcmem_large_config_t *cfg) {
   else {
     _hpcmem_large_config_from_options(&c);
     c.warm = (size_t)_hpcmem_opt(LARGE_THRESHOLD);   /* the process's tier */
+    c.tcache = 1;
   }
   if (!c.reserve) c.reserve = (size_t)1 << 40;
   if (!c.align) c.align = 256;
@@ -905,7 +965,9 @@ int _hpcmem_large_init(hpcmem_large_t *L, const hpcmem_large_config_t *cfg) {
   int two = c.thp && !c.region && reserve >= 4 * THP_BLOCK_MIN;
   size_t hbits_bytes = two ? up((reserve / THP_SIZE + 63) / 64 * 8, page) : 0;
   size_t bits_bytes = up((reserve / page + 63) / 64 * 16, page);   /* 64 MiB a TiB */
-  size_t meta = up(rec_bytes + 2 * hbytes + ring_bytes + hbits_bytes + bits_bytes, gran);
+  /* spots name pages in 32 bits */
+  size_t spot_bytes = reserve / page < UINT32_MAX - SPOT_DMAX ? up((SPOT_DMAX + 1) * SPOT_WAYS * sizeof(spot_t), page) : 0;
+  size_t meta = up(rec_bytes + 2 * hbytes + ring_bytes + hbits_bytes + bits_bytes + spot_bytes, gran);
   char *map = _hpcmem_prim_reserve(c.region ? meta : meta + reserve, gran);
   if (!map) return -(errno ? errno : ENOMEM);
 
@@ -931,6 +993,13 @@ int _hpcmem_large_init(hpcmem_large_t *L, const hpcmem_large_config_t *cfg) {
   L->ring = (uintptr_t *)(map + rec_bytes + 2 * hbytes);
   L->bits = (uint64_t (*)[2])(map + rec_bytes + 2 * hbytes + ring_bytes + hbits_bytes);
   L->pshift = (unsigned)__builtin_ctzl(page);
+  L->spots = spot_bytes ? (spot_t *)((char *)L->bits + bits_bytes) : NULL;
+  L->spot_smin = SIZE_MAX;
+  L->spots_cfg = c.spots;
+  L->spots_on = c.spots > 0 && L->spots;
+  /* a thread's cache holds blocks as the quick list does, with its decay */
+  L->tc_on = c.tcache > 0 && L->quick_max;
+  if (L->tc_on) L->tc_on = L->tc_key_ok = pthread_key_create(&L->tc_key, tc_exit) == 0;
   /* end placement needs data that may start anywhere in a page, and pages
    * that stay after a free (decay 0 gives every one back at once) */
   L->ends_cfg = c.align > page || !c.decay_ns ? -1 : c.ends;
@@ -981,6 +1050,8 @@ int _hpcmem_large_init(hpcmem_large_t *L, const hpcmem_large_config_t *cfg) {
 }
 
 void _hpcmem_large_destroy(hpcmem_large_t *L) {
+  if (tc_self.L == L) memset(&tc_self, 0, sizeof tc_self);   /* other threads' caches must be gone */
+  if (L->tc_key_ok) pthread_key_delete(L->tc_key);
   if (L->map) _hpcmem_prim_release(L->map, L->map_size);
   memset(L, 0, sizeof *L);
 }
@@ -1071,32 +1142,169 @@ static inline void land_prefetch(const hpcmem_large_t *L, const rec_t *c, size_t
   __builtin_prefetch(&L->bits[pidx(L, c->start + size - 1) / 64][0]);
 }
 
-static rec_t *land_fit(hpcmem_large_t *L, arena_t *A, rec_t *r, size_t kb, size_t size, size_t *lead) {
-  L->land_tries++;
+static rec_t *land_fit(hpcmem_large_t *L, arena_t *A, rec_t *r, size_t kb, size_t size, size_t *lead, int depth, int *hit) {
   /* the bitmap words a candidate reads first are cache misses in a large
    * heap (4 MiB of bits for 64 GiB): fetched one candidate ahead (finding
    * and prefetching 4 or 8 candidates before looking at any made no
    * measurable difference at N = 16,384) */
   land_prefetch(L, r, size);
   rec_t *c = r, *nx = set_next(A, r);
-  for (int k = 0; c && k < LAND_CANDIDATES; k++) {
+  for (int k = 0; c && k < depth; k++) {
     if (nx) land_prefetch(L, nx, size);
     if (land_in(L, c, kb, size, lead)) {
-      L->land_hits++;
+      *hit = 1;
       return c;
     }
     c = nx;
-    nx = c && k + 2 < LAND_CANDIDATES ? set_next(A, c) : NULL;
+    nx = c && k + 2 < depth ? set_next(A, c) : NULL;
   }
   *lead = 0;
+  *hit = 0;
   return r;
+}
+
+/* ------------------------------------------------------ landing spots */
+
+/* End placement's candidates are free blocks by size, each looked at in
+ * the bitmap: cache misses for every candidate (two lines of bits, a line
+ * of the record), and when few of them hold a landing (N = 16,384 live
+ * blocks: 40 % of the searches missed all 32 candidates, 83 % of all the
+ * candidates looked at) that search is the tier's largest cost.  The
+ * spots turn it around: when a free block changes (a block freed into it,
+ * a piece cut off it), pairs of its believed-resident pages go into a
+ * table by their distance in pages; a request looks up the one or two
+ * distances its first and last byte can be apart.  A spot is a hint: it
+ * is taken only while its block is free, holds both pages in its extent
+ * and both are still believed resident (spots of blocks that merged,
+ * split or were swept fail that and are dropped).  An allocation reads one
+ * line of spots and, for each spot, the record and two words of bits,
+ * prefetched together. */
+
+static inline void spot_put(hpcmem_large_t *L, size_t d, const rec_t *r, size_t h) {
+  spot_t *b = L->spots + d * SPOT_WAYS;
+  uint32_t ri = (uint32_t)(r - L->recs) + 1;
+  unsigned k = SPOT_WAYS;
+  for (unsigned i = 0; i < SPOT_WAYS; i++) {
+    if (b[i].rec == ri && b[i].page == h) return;
+    if (!b[i].rec && k == SPOT_WAYS) k = i;
+  }
+  if (k == SPOT_WAYS) k = L->spot_clock++ % SPOT_WAYS;   /* full: one of them goes */
+  b[k].rec = ri;
+  b[k].page = (uint32_t)h;
+}
+
+/* Free block r changed in pages [flo, fhi]: pairs of its believed-resident
+ * pages within SPOT_DMAX of that range, at least one of them in it (pairs
+ * elsewhere in r were indexed before, under r or under the neighbour that
+ * absorbed it), become spots.  Distances shorter than any request so far
+ * cannot serve one.  The buckets are prefetched before any is written (a
+ * cache miss each, in parallel). */
+static void spots_gen(hpcmem_large_t *L, const rec_t *r, size_t flo, size_t fhi) {
+  size_t a = pidx(L, r->start), b = pidx(L, rend(r) - 1);
+  size_t lo = flo > a + SPOT_DMAX ? flo - SPOT_DMAX : a, hi = fhi + SPOT_DMAX < b ? fhi + SPOT_DMAX : b;
+  uint32_t g[SPOT_SCAN], pd[SPOT_PUTS], ph[SPOT_PUTS];
+  unsigned m = 0, np = 0;
+  for (size_t w = lo / 64; w <= hi / 64 && m < SPOT_SCAN; w++) {
+    uint64_t x = L->bits[w][0];
+    if (w == lo / 64) x &= ~(uint64_t)0 << (lo % 64);
+    if (w == hi / 64 && hi % 64 != 63) x &= ((uint64_t)1 << (hi % 64 + 1)) - 1;
+    for (; x && m < SPOT_SCAN; x &= x - 1) g[m++] = (uint32_t)(w * 64 + (size_t)__builtin_ctzll(x));
+  }
+  for (unsigned i = 0; i < m && np < SPOT_PUTS; i++)
+    for (unsigned j = i + 1; j < m && g[j] - g[i] <= SPOT_DMAX && np < SPOT_PUTS; j++) {
+      if (g[j] - g[i] < L->spot_dmin || !((g[i] >= flo && g[i] <= fhi) || (g[j] >= flo && g[j] <= fhi))) continue;
+      pd[np] = g[j] - g[i];
+      ph[np] = g[i];
+      __builtin_prefetch(L->spots + (size_t)pd[np] * SPOT_WAYS, 1);
+      np++;
+    }
+  for (unsigned i = 0; i < np; i++) spot_put(L, pd[i], r, ph[i]);
+}
+
+/* A free block of arena A where a request of `size` bytes (kb on the grid)
+ * lands on a spot, and *lead; NULL when none does.  The data starts in
+ * page h on the grid and ends in page h + D: D is (size - 1) / page or, when
+ * the data can start late enough in h, one more. */
+static rec_t *spot_find(hpcmem_large_t *L, arena_t *A, size_t kb, size_t size, size_t *lead) {
+  const uintptr_t P = L->page, G = L->align, base = (uintptr_t)L->base;
+  size_t d0 = (size - 1) >> L->pshift, d1 = (size - 1 + P - G) >> L->pshift;
+  if (d1 > SPOT_DMAX) d1 = SPOT_DMAX;
+  for (size_t D = d0; D <= d1; D++) {
+    const spot_t *b = L->spots + D * SPOT_WAYS;
+    for (unsigned i = 0; i < SPOT_WAYS; i++)
+      if (b[i].rec) {
+        __builtin_prefetch(L->recs + b[i].rec - 1);
+        __builtin_prefetch(&L->bits[b[i].page / 64][0]);
+        __builtin_prefetch(&L->bits[(b[i].page + D) / 64][0]);
+      }
+  }
+  for (size_t D = d0; D <= d1; D++) {
+    spot_t *b = L->spots + D * SPOT_WAYS;
+    for (unsigned i = 0; i < SPOT_WAYS; i++) {
+      if (!b[i].rec) continue;
+      const rec_t *c = L->recs + b[i].rec - 1;
+      size_t h = b[i].page, t = h + D;
+      if (c->state != REC_FREE || h < pidx(L, c->start) || t > pidx(L, rend(c) - 1) || !rbit(L, h) || !rbit(L, t)) {
+        b[i].rec = 0;
+        continue;
+      }
+      if (c->size < kb || arena_of(L, c) != A) continue;
+      uintptr_t hb = base + (h << L->pshift), tb = base + (t << L->pshift);
+      uintptr_t lo = hb, hi = hb + P - G;   /* where the data may start, on the grid */
+      if ((uintptr_t)c->start > lo) lo = (uintptr_t)c->start;
+      if (tb - (size - 1) > lo) lo = tb - (size - 1);
+      if ((uintptr_t)rend(c) - kb < hi) hi = (uintptr_t)rend(c) - kb;
+      if (tb + P - size < hi) hi = tb + P - size;
+      lo = up(lo, G);
+      if (lo > hi) continue;
+      *lead = (size_t)(lo - (uintptr_t)c->start);
+      b[i].rec = 0;
+      return (rec_t *)c;
+    }
+  }
+  return NULL;
+}
+
+/* Spots on while end placement misses often (more than one allocation in
+ * SPOT_ON_RATE), off below one in SPOT_OFF_RATE: with few misses the
+ * candidates by size find the landings, and the spots only cost their
+ * upkeep (residents with tags, N = 256: 0.8 s of CPU for 10^6 pairs
+ * without them, 1.4 - 1.8 s with). */
+static void spots_judge(hpcmem_large_t *L, int hit) {
+  L->win_miss += !hit;
+  if (++L->win_tries < SPOT_WINDOW) return;
+  if (L->spots_cfg) {}
+  else if (!L->spots_on && L->spots && L->win_miss * SPOT_ON_RATE > L->win_tries) L->spots_on = 1;
+  else if (L->spots_on && L->win_miss * SPOT_OFF_RATE < L->win_tries) L->spots_on = 0;
+  L->win_tries = L->win_miss = 0;
 }
 
 /* A detached block for the request in arena A, from the tree or by growing. */
 static rec_t *take(hpcmem_large_t *L, arena_t *A, size_t kb, size_t size, size_t align, size_t *lead,
                    rec_t **pos) {
-  rec_t *r = find_fit(L, A, kb, align, lead);
-  if (ends_on(L) && r && align <= L->align) r = land_fit(L, A, r, kb, size, lead);
+  rec_t *r = NULL, *c;
+  int hit = 0;
+  if (!ends_on(L) || align > L->align) {
+    r = find_fit(L, A, kb, align, lead);
+  } else {
+    if (size < L->spot_smin) {
+      L->spot_smin = size;
+      L->spot_dmin = (unsigned)((size - 1) >> L->pshift);
+    }
+    /* a try: some free block is large enough (else the arena grows) */
+    if ((r = find_fit(L, A, kb, align, lead))) {
+      r = land_fit(L, A, r, kb, size, lead, L->spots_on ? LAND_SHORT : LAND_CANDIDATES, &hit);
+      if (!hit && L->spots_on && size > L->page && size <= SPOT_DMAX * L->page &&
+          (c = spot_find(L, A, kb, size, lead))) {
+        L->spot_hits++;
+        r = c;
+        hit = 1;
+      }
+      L->land_tries++;
+      L->land_hits += (unsigned)hit;
+      spots_judge(L, hit);
+    }
+  }
   if (r) {
     *pos = free_detach(L, r);
     return r;
@@ -1216,98 +1424,6 @@ static inline size_t block_bytes(const hpcmem_large_t *L, size_t size) {
   return up(size ? size : 1, L->align);
 }
 
-/* zero: clear what may be dirty of the block (outside the lock); nothing
- * else needs it, since free memory reads as zero outside its dirty hull. */
-static void *large_alloc(hpcmem_large_t *L, size_t size, size_t align, size_t *usable_out, int zero) {
-  if (align & (align - 1)) { errno = EINVAL; return NULL; }
-  if (align < L->align) align = L->align;
-  size_t kb = block_bytes(L, size);
-  if (!kb || align > (size_t)(L->end - L->base)) { errno = ENOMEM; return NULL; }
-  size_t lead;
-  rec_t *pos = NULL, *r;
-  _hpcmem_lock_st(&L->lock);
-  uint64_t now = clock_tick(L);
-  int qi;
-  if (L->nquick && !zero && (qi = quick_find(L, kb, align)) >= 0) {
-    r = L->quick[qi];
-    quick_take_out(L, qi);
-    L->last_out = r;
-    r->state = REC_LIVE;
-    r->dlo = r->dhi = NULL;
-    mark_ends(L, r, size);
-    size_t u = usable(r);
-    L->live_blocks++;
-    L->live_bytes += u;
-    L->overhead_bytes += (size_t)(r->data - r->start);
-    L->alloc_count++;
-    DEBUG_LOCAL(L, r);
-    finish_unlock(L, now);
-    if (usable_out) *usable_out = u;
-    return r->data;
-  }
-  /* a miss sends the list to the trees first: its blocks merge with their
-   * free neighbours, and a larger request can grow into what was freed
-   * (a size sweep that touches every page faulted each size in afresh,
-   * 1.5-3.8x slower, while the list kept the previous size aside) */
-  while (L->nquick) quick_evict(L, 0);
-  if (hash_reserve(L) < 0) goto nomem;
-  /* huge requests have their own arena when there are two; either arena
-   * serves the other's requests when its own is full */
-  int a = L->narenas > 1 && size >= L->huge_min;
-  if (!(r = take(L, &L->ar[a], kb, size, align, &lead, &pos)) &&
-      (L->narenas < 2 || !(r = take(L, &L->ar[!a], kb, size, align, &lead, &pos))))
-    goto nomem;
-  uint64_t stamp = r->stamp;
-  uint32_t astamp = r->astamp;
-  rec_t *piece;
-  if (lead > L->min_split && (piece = rec_new(L))) {
-    split_free(L, r, piece, 1, lead, &pos, stamp, astamp);
-    lead = 0;
-  }
-  size_t rem = r->size - lead - kb;
-  if (rem > L->min_split && (piece = rec_new(L))) split_free(L, r, piece, 0, rem, &pos, stamp, astamp);
-  char *data = r->start + lead, *zlo = r->dlo, *zhi = r->dhi;
-  r->state = REC_LIVE;
-  r->dlo = r->dhi = NULL;
-  r->data = data;
-  hash_put(L->htab, L->hcap, L->hshift, (uintptr_t)data, r);
-  L->hcount++;
-  mark_ends(L, r, size);
-  L->last_out = r;
-  if (in_huge_arena(L, r)) thp_advise(L, r);
-  size_t u = usable(r);
-  L->live_blocks++;
-  L->live_bytes += u;
-  L->overhead_bytes += lead;
-  L->alloc_count++;
-  DEBUG_LOCAL(L, r);
-  if (ends_on(L)) stale_unlock(L, r, now);
-  else finish_unlock(L, now);
-  if (zero) {
-    if (zlo < data) zlo = data;
-    if (zhi > data + u) zhi = data + u;
-    if (zlo < zhi) memset(zlo, 0, (size_t)(zhi - zlo));
-  }
-  if (usable_out) *usable_out = u;
-  return data;
-nomem:
-  _hpcmem_unlock_st(&L->lock);
-  errno = ENOMEM;
-  return NULL;
-}
-
-void *_hpcmem_large_alloc(hpcmem_large_t *L, size_t size, size_t align) {
-  return large_alloc(L, size, align, NULL, 0);
-}
-
-void *_hpcmem_large_alloc_usable(hpcmem_large_t *L, size_t size, size_t align, size_t *usable_out) {
-  return large_alloc(L, size, align, usable_out, 0);
-}
-
-void *_hpcmem_large_alloc_zeroed(hpcmem_large_t *L, size_t size, size_t align, size_t *usable_out) {
-  return large_alloc(L, size, align, usable_out, 1);
-}
-
 /* The live block whose data is p.  Only the tier's own tables are read, so
  * any pointer at all is safe to ask about. */
 static int lookup_slot(const hpcmem_large_t *L, const void *p, rec_t **out, size_t *slot) {
@@ -1320,7 +1436,7 @@ static int lookup_slot(const hpcmem_large_t *L, const void *p, rec_t **out, size
     return -EINVAL;
   }
   rec_t *r = L->htab[i].rec;
-  if (r->state == REC_CACHED) return -EALREADY;
+  if (r->state == REC_CACHED || r->state == REC_TCACHED) return -EALREADY;
   if (r->state != REC_LIVE || r->data != (char *)p) return -EINVAL;   /* cannot happen */
   *out = r;
   *slot = i;
@@ -1370,9 +1486,332 @@ static void unaccount_live(hpcmem_large_t *L, rec_t *r) {
   L->overhead_bytes -= (size_t)(r->data - r->start);
 }
 
+/* --------------------------------------------------------- thread caches */
+
+/* A malloc+free pair of one size in the tier took ~27 ns with its lock and
+ * its bookkeeping (the quick list, hash table, counters), against ~5 ns in
+ * tcmalloc's per-thread caches (256 KiB and smaller).  With tcache set (the
+ * process's tier), a thread keeps up to HPCMEM_LARGE_TC_SLOTS blocks it
+ * freed, HPCMEM_LARGE_TC_BYTES of them at most, and takes them back
+ * without the lock:
+ *  - free(p) without the lock only for the blocks the thread was handed
+ *    last (out[]): their record, read without the lock, says whether p is
+ *    still a live block's data pointer.  Any other pointer (an interior or
+ *    foreign one, a second free, a block of another thread) goes the
+ *    locked way through the hash table, which tells a double free of a
+ *    block in some thread's cache (state TCACHED) like that of one on the
+ *    quick list;
+ *  - the tier counts a cached block as live (no counter changes without
+ *    the lock); its statistics move them to the free and retained bytes;
+ *  - a cached block goes back to the tier (a free under the lock) when the
+ *    thread's cache misses (so that it merges before anything is carved, as
+ *    the quick list's blocks do), at thread exit (a key destructor), and
+ *    when a decay pass finds it older than the decay time: the pass takes
+ *    it out of the owner's slot with an atomic exchange, which the owner
+ *    also uses to take one (plain loads and stores in a single-threaded
+ *    process, where the pass runs in the owner);
+ *  - not with end placement on (a block taken back would set page bits
+ *    without the lock), nor for calloc (cached blocks are dirty). */
+
+/* Slot i's block, now the caller's; NULL when a decay pass took it. */
+static inline rec_t *tc_grab(struct hpcmem_large_tc *c, unsigned i) {
+  if (_hpcmem_single_threaded()) {
+    rec_t *r = c->slot[i];
+    c->slot[i] = NULL;
+    return r;
+  }
+  return __atomic_exchange_n(&c->slot[i], NULL, __ATOMIC_ACQUIRE);
+}
+
+static inline void tc_note_out(struct hpcmem_large_tc *c, rec_t *r) {
+  unsigned k = c->outpos++ % TC_OUT;
+  c->out[k] = r->data;
+  c->outrec[k] = r;
+}
+
+/* Free r (its record found, LIVE or TCACHED) under the lock: to the quick
+ * list, or with `stamp` to the trees.  Inlined: out of line, the residents
+ * benchmark's pair (N = 256, nothing touched) took 4 ns more. */
+static inline __attribute__((always_inline)) void free_locked(hpcmem_large_t *L, rec_t *r, size_t slot, uint64_t now, uint64_t stamp, int quick) {
+  if (__builtin_expect((--L->probe_wait == 0) | ends_on(L), 0)) free_ends(L, r);
+  unaccount_live(L, r);
+  L->free_count++;
+  if (quick && L->quick_max) {
+    quick_push(L, r, now);
+    DEBUG_LOCAL(L, r);
+    return;
+  }
+  hash_remove_at(L, slot != SIZE_MAX ? slot : hash_slot(L, (uintptr_t)r->data));
+  L->ring[L->ring_pos++ % RING] = (uintptr_t)r->data;
+  size_t flo = pidx(L, r->start), fhi = pidx(L, rend(r) - 1);
+  r->data = NULL;
+  r->dlo = r->start;     /* the owner may have touched all of it */
+  r->dhi = rend(r);
+  r->swept = 0;
+  r = release_block(L, r, stamp, (uint32_t)L->alloc_count);
+  if (L->spots_on && ends_on(L)) spots_gen(L, r, flo, fhi);
+  DEBUG_LOCAL(L, r);
+}
+
+/* Under the lock: the calling thread's cache gives its blocks back (its
+ * cache missed), or starts to serve this tier at the thread's first call;
+ * 1 then: the caller arms the exit destructor (tc_arm) after the lock. */
+static int tc_flush_mine(hpcmem_large_t *L, uint64_t now) {
+  struct hpcmem_large_tc *c = &tc_self;
+  if (c->L != L) {
+    if (c->L || c->dead) return 0;
+    c->L = L;
+    c->prev = NULL;
+    c->next = L->tcs;
+    if (L->tcs) L->tcs->prev = c;
+    L->tcs = c;
+    c->armed = 0;
+    return 1;
+  }
+  for (unsigned m = c->used; m; m &= m - 1) {
+    unsigned i = (unsigned)__builtin_ctz(m);
+    rec_t *r = tc_grab(c, i);
+    if (r) free_locked(L, r, SIZE_MAX, now, now, 0);   /* to the trees: the request missed them */
+  }
+  c->used = 0;
+  c->held = 0;
+  return 0;
+}
+
+/* Under the lock: blocks cached longer than the decay time (all with
+ * force) go back, taken out of their owners' slots. */
+static void tc_expire(hpcmem_large_t *L, uint64_t now, int force) {
+  for (struct hpcmem_large_tc *c = L->tcs; c; c = c->next)
+    for (unsigned i = 0; i < HPCMEM_LARGE_TC_SLOTS; i++) {
+      if (!__atomic_load_n(&c->slot[i], __ATOMIC_ACQUIRE)) continue;
+      uint64_t st = __atomic_load_n(&c->stamp[i], __ATOMIC_RELAXED);
+      if (!force && !(now >= st && now - st >= L->decay_ns)) continue;
+      rec_t *r = tc_grab(c, i);
+      if (r) free_locked(L, r, SIZE_MAX, now, st, 0);
+    }
+}
+
+static void tc_unlink(hpcmem_large_t *L, struct hpcmem_large_tc *c) {
+  if (c->prev) c->prev->next = c->next; else L->tcs = c->next;
+  if (c->next) c->next->prev = c->prev;
+  c->prev = c->next = NULL;
+  c->L = NULL;
+}
+
+/* The key's destructor: the exiting thread's blocks go back. */
+static void tc_exit(void *arg) {
+  struct hpcmem_large_tc *c = arg;
+  hpcmem_large_t *L = c->L;
+  c->dead = 1;
+  if (!L) return;
+  _hpcmem_lock_st(&L->lock);
+  uint64_t now = clock_tick(L);
+  tc_flush_mine(L, now);
+  L->tc_hits_gone += c->hits;
+  tc_unlink(L, c);
+  finish_unlock(L, now);
+}
+
+/* After the lock is released, once the thread's cache was listed: arm the
+ * exit destructor (pthread_setspecific of an early key allocates nothing;
+ * a later one may, which is why not under the lock).  Should it fail, the
+ * thread keeps no cache (it holds no block yet). */
+static __attribute__((noinline, cold)) void tc_arm(hpcmem_large_t *L) {
+  struct hpcmem_large_tc *c = &tc_self;
+  if (c->armed || c->L != L) return;
+  if (pthread_setspecific(L->tc_key, c) == 0) {
+    c->armed = 1;
+    return;
+  }
+  _hpcmem_lock_st(&L->lock);
+  tc_unlink(L, c);
+  c->dead = 1;
+  _hpcmem_unlock_st(&L->lock);
+}
+
+/* The owner learns that slot i is empty (it took the block, or a decay
+ * pass did). */
+static inline void tc_vacate(struct hpcmem_large_tc *c, unsigned i) {
+  c->used &= ~(1u << i);
+  c->held -= c->usable[i];
+}
+
+/* Without the lock: a cached block for kb bytes at align, with the quick
+ * list's rule (least waste, at most an eighth); NULL on a miss. */
+static inline char *tc_alloc(hpcmem_large_t *L, size_t kb, size_t size, size_t align, size_t *usable_out) {
+  struct hpcmem_large_tc *c = &tc_self;
+  int best = -1;
+  size_t bu = SIZE_MAX;
+  for (unsigned m = c->used; m; m &= m - 1) {
+    unsigned i = (unsigned)__builtin_ctz(m);
+    size_t u = c->usable[i];
+    if (u < kb || u - kb > u / 8 || u > bu) continue;
+    if (align > L->align && ((uintptr_t)c->data[i] & (align - 1))) continue;
+    best = (int)i;
+    bu = u;
+  }
+  if (best < 0 || ends_on(L)) return NULL;
+  rec_t *r = tc_grab(c, (unsigned)best);
+  tc_vacate(c, (unsigned)best);
+  if (!r) return NULL;
+  __atomic_store_n(&r->state, REC_LIVE, __ATOMIC_RELAXED);
+  r->tail = r->data + (size ? size : 1) - 1;
+  tc_note_out(c, r);
+  c->hits++;
+  *usable_out = bu;
+  return r->data;
+}
+
+/* Without the lock: p, if it is one of the blocks the thread was handed
+ * last (the newest first) and still live, goes into the thread's cache
+ * when there is room. */
+static inline int tc_free(hpcmem_large_t *L, void *p, size_t *size_out) {
+  struct hpcmem_large_tc *c = &tc_self;
+  /* most frees are of other blocks: one branch for all of out[] (a loop
+   * cost 20-28 instructions a free in the residents benchmark, where 1.5 %
+   * of frees hit) */
+  _Static_assert(TC_OUT == 4, "out[] is compared unrolled");
+  char *q = p;
+  if (__builtin_expect(!((c->out[0] == q) | (c->out[1] == q) | (c->out[2] == q) | (c->out[3] == q)), 1)) return 0;
+  for (unsigned j = 1; j <= TC_OUT; j++) {   /* the newest first: p may be there twice */
+    unsigned k = (c->outpos - j) % TC_OUT;
+    if (c->out[k] != (char *)p) continue;
+    rec_t *r = c->outrec[k];
+    c->out[k] = NULL;
+    if (__atomic_load_n(&r->state, __ATOMIC_RELAXED) != REC_LIVE || r->data != (char *)p || ends_on(L)) return 0;
+    size_t u = usable(r);
+    unsigned e = (unsigned)__builtin_ctz(~c->used);
+    if (e >= HPCMEM_LARGE_TC_SLOTS || c->held + u > HPCMEM_LARGE_TC_BYTES) return 0;
+    __atomic_store_n(&r->state, REC_TCACHED, __ATOMIC_RELAXED);
+    c->data[e] = (char *)p;
+    c->usable[e] = u;
+    c->used |= 1u << e;
+    c->held += u;
+    __atomic_store_n(&c->stamp[e], __atomic_load_n(&L->now_ns, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+    if (_hpcmem_single_threaded()) c->slot[e] = r;
+    else __atomic_store_n(&c->slot[e], r, __ATOMIC_RELEASE);
+    c->hits++;
+    if (size_out) *size_out = u;
+    return 1;
+  }
+  return 0;
+}
+
+/* ----------------------------------------------------- alloc and free */
+
+/* zero: clear what may be dirty of the block (outside the lock); nothing
+ * else needs it, since free memory reads as zero outside its dirty hull. */
+static void *large_alloc(hpcmem_large_t *L, size_t size, size_t align, size_t *usable_out, int zero) {
+  if (align & (align - 1)) { errno = EINVAL; return NULL; }
+  if (align < L->align) align = L->align;
+  size_t kb = block_bytes(L, size);
+  if (!kb || align > (size_t)(L->end - L->base)) { errno = ENOMEM; return NULL; }
+  size_t lead;
+  rec_t *pos = NULL, *r;
+  if (L->tc_on && !zero && kb <= HPCMEM_LARGE_TC_BYTES && tc_self.L == L) {
+    size_t u;
+    char *p = tc_alloc(L, kb, size, align, &u);
+    if (p) {
+      if (usable_out) *usable_out = u;
+      return p;
+    }
+  }
+  if (L->spots_on && size > L->page && size <= SPOT_DMAX * L->page)
+    __builtin_prefetch(L->spots + ((size - 1) >> L->pshift) * SPOT_WAYS);
+  _hpcmem_lock_st(&L->lock);
+  uint64_t now = clock_tick(L);
+  int arm = 0;
+  if (L->tc_on && (tc_self.L != L || tc_self.used)) arm = tc_flush_mine(L, now);
+  int qi;
+  if (L->nquick && !zero && (qi = quick_find(L, kb, align)) >= 0) {
+    r = L->quick[qi];
+    quick_take_out(L, qi);
+    L->last_out = r;
+    r->state = REC_LIVE;
+    r->dlo = r->dhi = NULL;
+    mark_ends(L, r, size);
+    size_t u = usable(r);
+    L->live_blocks++;
+    L->live_bytes += u;
+    L->overhead_bytes += (size_t)(r->data - r->start);
+    L->alloc_count++;
+    DEBUG_LOCAL(L, r);
+    if (L->tc_on && u <= HPCMEM_LARGE_TC_BYTES && tc_self.L == L) tc_note_out(&tc_self, r);
+    finish_unlock(L, now);
+    if (__builtin_expect(arm, 0)) tc_arm(L);
+    if (usable_out) *usable_out = u;
+    return r->data;
+  }
+  /* a miss sends the list to the trees first: its blocks merge with their
+   * free neighbours, and a larger request can grow into what was freed
+   * (a size sweep that touches every page faulted each size in afresh,
+   * 1.5-3.8x slower, while the list kept the previous size aside) */
+  while (L->nquick) quick_evict(L, 0);
+  if (hash_reserve(L) < 0) goto nomem;
+  /* huge requests have their own arena when there are two; either arena
+   * serves the other's requests when its own is full */
+  int a = L->narenas > 1 && size >= L->huge_min;
+  if (!(r = take(L, &L->ar[a], kb, size, align, &lead, &pos)) &&
+      (L->narenas < 2 || !(r = take(L, &L->ar[!a], kb, size, align, &lead, &pos))))
+    goto nomem;
+  uint64_t stamp = r->stamp;
+  uint32_t astamp = r->astamp;
+  rec_t *piece;
+  if (lead > L->min_split && (piece = rec_new(L))) {
+    split_free(L, r, piece, 1, lead, &pos, stamp, astamp);
+    lead = 0;
+  }
+  size_t rem = r->size - lead - kb;
+  if (rem > L->min_split && (piece = rec_new(L))) split_free(L, r, piece, 0, rem, &pos, stamp, astamp);
+  char *data = r->start + lead, *zlo = r->dlo, *zhi = r->dhi;
+  r->state = REC_LIVE;
+  r->dlo = r->dhi = NULL;
+  r->data = data;
+  hash_put(L->htab, L->hcap, L->hshift, (uintptr_t)data, r);
+  L->hcount++;
+  mark_ends(L, r, size);
+  L->last_out = r;
+  if (in_huge_arena(L, r)) thp_advise(L, r);
+  size_t u = usable(r);
+  L->live_blocks++;
+  L->live_bytes += u;
+  L->overhead_bytes += lead;
+  L->alloc_count++;
+  DEBUG_LOCAL(L, r);
+  if (L->tc_on && u <= HPCMEM_LARGE_TC_BYTES && tc_self.L == L) tc_note_out(&tc_self, r);   /* else never cached */
+  if (ends_on(L)) stale_unlock(L, r, now);
+  else finish_unlock(L, now);
+  if (__builtin_expect(arm, 0)) tc_arm(L);
+  if (zero) {
+    if (zlo < data) zlo = data;
+    if (zhi > data + u) zhi = data + u;
+    if (zlo < zhi) memset(zlo, 0, (size_t)(zhi - zlo));
+  }
+  if (usable_out) *usable_out = u;
+  return data;
+nomem:
+  _hpcmem_unlock_st(&L->lock);
+  if (__builtin_expect(arm, 0)) tc_arm(L);   /* tc_flush_mine listed the thread's cache */
+  errno = ENOMEM;
+  return NULL;
+}
+
+void *_hpcmem_large_alloc(hpcmem_large_t *L, size_t size, size_t align) {
+  return large_alloc(L, size, align, NULL, 0);
+}
+
+void *_hpcmem_large_alloc_usable(hpcmem_large_t *L, size_t size, size_t align, size_t *usable_out) {
+  return large_alloc(L, size, align, usable_out, 0);
+}
+
+void *_hpcmem_large_alloc_zeroed(hpcmem_large_t *L, size_t size, size_t align, size_t *usable_out) {
+  return large_alloc(L, size, align, usable_out, 1);
+}
+
 int _hpcmem_large_free(hpcmem_large_t *L, void *p, size_t *size_out) {
   rec_t *r;
   size_t slot = SIZE_MAX;
+  if (L->tc_on && tc_self.L == L && tc_free(L, p, size_out)) return 0;
   _hpcmem_lock_st(&L->lock);
   r = L->last_out;
   /* the block handed out last (a buffer allocated and freed in a loop): a
@@ -1386,25 +1825,9 @@ int _hpcmem_large_free(hpcmem_large_t *L, void *p, size_t *size_out) {
       return rc;
     }
   }
-  /* a probe due, or end placement on: both rare or cheap next to the rest */
-  if (__builtin_expect((--L->probe_wait == 0) | ends_on(L), 0)) free_ends(L, r);
   uint64_t now = clock_tick(L);
   size_t u = usable(r);
-  unaccount_live(L, r);
-  L->free_count++;
-  if (L->quick_max) {
-    quick_push(L, r, now);
-    DEBUG_LOCAL(L, r);
-  } else {
-    hash_remove_at(L, slot != SIZE_MAX ? slot : hash_slot(L, (uintptr_t)p));
-    L->ring[L->ring_pos++ % RING] = (uintptr_t)p;
-    r->data = NULL;
-    r->dlo = r->start;     /* the owner may have touched all of it */
-    r->dhi = rend(r);
-    r->swept = 0;
-    r = release_block(L, r, now, (uint32_t)L->alloc_count);
-    DEBUG_LOCAL(L, r);
-  }
+  free_locked(L, r, slot, now, now, 1);
   finish_unlock(L, now);
   if (size_out) *size_out = u;
   return 0;
@@ -1531,10 +1954,27 @@ void _hpcmem_large_stats(hpcmem_large_t *L, hpcmem_large_stats_t *out) {
   out->quick_blocks = L->nquick;
   out->quick_bytes = L->quick_bytes;
   out->ends_mode = ends_on(L);
+  out->tcache_hits = L->tc_hits_gone;
+  for (const struct hpcmem_large_tc *c = L->tcs; c; c = c->next) {   /* racy: their owners go on */
+    out->tcache_hits += c->hits;
+    for (unsigned i = 0; i < HPCMEM_LARGE_TC_SLOTS; i++)
+      if (__atomic_load_n(&c->slot[i], __ATOMIC_RELAXED)) {
+        out->tcache_blocks++;
+        out->tcache_bytes += c->usable[i];
+      }
+  }
+  /* the tier counts them as live: they are free and retained */
+  out->live_blocks -= out->tcache_blocks;
+  out->live_bytes -= out->tcache_bytes;
+  out->free_blocks += out->tcache_blocks;
+  out->free_bytes += out->tcache_bytes;
+  out->retained_bytes += out->tcache_bytes;
   out->land_tries = L->land_tries;
   out->land_hits = L->land_hits;
   out->swept_pages = L->swept_pages;
   out->probe_count = L->probe_count;
+  out->spots_mode = (int)L->spots_on;
+  out->spot_hits = L->spot_hits;
   for (int i = 0; i < L->narenas; i++) {
     const arena_t *A = &L->ar[i];
     for (int c = HPCMEM_LARGE_CLASSES - 1; c >= 0; c--) {
@@ -1588,6 +2028,9 @@ static int check_list(hpcmem_large_t *L, const arena_t *A, size_t *t) {
     if (rend(r) > A->top || rend(r) < r->start) return fail("block beyond the extent", r->start);
     expect = rend(r);
     switch (r->state) {
+    case REC_TCACHED:
+      t[9]++;   /* counted as live */
+      __attribute__((fallthrough));
     case REC_LIVE:
       if (r->data < r->start || r->data >= rend(r) || ((uintptr_t)r->data % Al))
         return fail("live data outside its block", r->start);
@@ -1650,8 +2093,9 @@ static int check_arena_tree(const arena_t *A, size_t *ntree) {
 }
 
 static int check_locked(hpcmem_large_t *L) {
-  /* t: live blocks, live bytes, overhead, free blocks, free bytes, retained, dirty, records, cached */
-  size_t t[9] = {0}, mapped = 0, ntree = 0;
+  /* t: live blocks, live bytes, overhead, free blocks, free bytes, retained, dirty, records, cached,
+   * thread-cached */
+  size_t t[10] = {0}, mapped = 0, ntree = 0;
   for (int i = 0; i < L->narenas; i++) {
     if (check_list(L, &L->ar[i], t) < 0) return -EFAULT;
     if (check_arena_tree(&L->ar[i], &ntree) < 0) return -EFAULT;
@@ -1670,7 +2114,8 @@ static int check_locked(hpcmem_large_t *L) {
     const slot_t *sl = &L->htab[i];
     if (!sl->key) continue;
     if (++n > L->hcount || sl->rec < L->recs || sl->rec >= L->rec_bump ||
-        (sl->rec->state != REC_LIVE && sl->rec->state != REC_CACHED) || (uintptr_t)sl->rec->data != sl->key)
+        (sl->rec->state != REC_LIVE && sl->rec->state != REC_CACHED && sl->rec->state != REC_TCACHED) ||
+        (uintptr_t)sl->rec->data != sl->key)
       return fail("stale hash table entry", (void *)sl->key);
   }
   for (int i = 0; i < L->narenas; i++) {   /* a stale page is a believed-resident one */
@@ -1679,7 +2124,30 @@ static int check_locked(hpcmem_large_t *L) {
     for (size_t w = pidx(L, A->lo) / 64, e = (pidx(L, A->top - 1)) / 64; w <= e; w++)
       if (L->bits[w][1] & ~L->bits[w][0]) return fail("stale page not believed resident", A->lo);
   }
+  if (L->spots) {   /* spots are hints, but name records of the pool and pages of the region */
+    size_t npages = (size_t)(L->end - L->base) >> L->pshift;
+    for (size_t i = 0; i < (size_t)(SPOT_DMAX + 1) * SPOT_WAYS; i++) {
+      const spot_t *sp = &L->spots[i];
+      if (sp->rec && (L->recs + sp->rec - 1 >= L->rec_bump || sp->page + i / SPOT_WAYS >= npages))
+        return fail("landing spot outside the records or the region", sp);
+    }
+  }
   if (ncached != L->nquick || L->nquick > L->quick_max) return fail("quick list count", NULL);
+  if (_hpcmem_single_threaded()) {   /* else the owners change their caches meanwhile */
+    size_t ntc = 0;
+    for (const struct hpcmem_large_tc *c = L->tcs; c; c = c->next) {
+      if (c->L != L) return fail("thread cache of another tier", c);
+      for (unsigned i = 0; i < HPCMEM_LARGE_TC_SLOTS; i++) {
+        const rec_t *r = c->slot[i];
+        if (!r) continue;
+        if (r < L->recs || r >= L->rec_bump || r->state != REC_TCACHED || r->data != c->data[i] ||
+            usable(r) != c->usable[i])
+          return fail("thread cache entry", r);
+        ntc++;
+      }
+    }
+    if (ntc != t[9]) return fail("thread-cached blocks not in a thread's cache", NULL);
+  }
   size_t qbytes = 0;
   for (unsigned i = 0; i < L->nquick; i++) {
     const rec_t *r = L->quick[i];
@@ -1725,6 +2193,18 @@ void _hpcmem_large_fork_parent(hpcmem_large_t *L) { _hpcmem_unlock(&L->lock); }
 void _hpcmem_large_fork_child(hpcmem_large_t *L) {
   L->lock.v = 0;
   uint64_t now = _hpcmem_coarse_now_ns();
+  /* the other threads' caches (their memory is still mapped) give their blocks back */
+  for (struct hpcmem_large_tc *c = L->tcs, *nx; c; c = nx) {
+    nx = c->next;
+    if (c == &tc_self) continue;
+    for (unsigned i = 0; i < HPCMEM_LARGE_TC_SLOTS; i++) {
+      rec_t *r = c->slot[i];
+      c->slot[i] = NULL;
+      if (r) free_locked(L, r, SIZE_MAX, now, now, 0);
+    }
+    L->tc_hits_gone += c->hits;
+    tc_unlink(L, c);
+  }
   while (L->busy) {
     rec_t *r = L->busy;
     busy_remove(L, r);

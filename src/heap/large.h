@@ -15,6 +15,7 @@
 #define HPCMEM_HEAP_LARGE_H
 #include <stddef.h>
 #include <stdint.h>
+#include <pthread.h>
 #include <time.h>
 #include "util/lock.h"
 
@@ -47,6 +48,9 @@ typedef struct hpcmem_large_config {
                           finds programs write block ends only, >0 always, <0 never */
   unsigned probe_min;  /* frees between residency probes at first (0: HPCMEM_LARGE_PROBE_MIN) */
   unsigned sweep_allocs; /* the sweep's age, in allocations (0: HPCMEM_LARGE_SWEEP_ALLOCS) */
+  int spots;           /* landing spots (with end placement): 0 while it misses often, >0 always, <0 never */
+  int tcache;          /* >0: threads keep a few freed blocks in a cache of their own (one tier of a
+                          process at most: the cache is the thread's, see HPCMEM_LARGE_TC_BYTES) */
 } hpcmem_large_config_t;
 
 typedef struct hpcmem_large_rec hpcmem_large_rec_t;
@@ -59,6 +63,8 @@ typedef struct hpcmem_large_rec hpcmem_large_rec_t;
 #define HPCMEM_LARGE_PROBE_MAX 65536 /* ... at most, while the probes agree */
 #define HPCMEM_LARGE_SWEEP_ALLOCS 32768 /* the sweep: garbage this many allocations old goes back */
 #define HPCMEM_LARGE_CLASSES 192   /* size classes of the free-block trees (4 per power of 2) */
+#define HPCMEM_LARGE_TC_SLOTS 4    /* freed blocks a thread's cache holds ... */
+#define HPCMEM_LARGE_TC_BYTES ((size_t)1 << 20)   /* ... and their usable bytes, at most */
 typedef struct hpcmem_large_arena {
   char *lo, *top, *end;               /* blocks tile [lo, top); room up to end */
   hpcmem_large_rec_t *first, *last;   /* address-ordered block list */
@@ -85,6 +91,12 @@ typedef struct hpcmem_large_stats {
   uint64_t land_hits;     /* ... whose first and last page were both believed resident */
   uint64_t swept_pages;   /* believed-resident pages given back early (the sweep, stale pages) */
   uint64_t probe_count;   /* residency probes made */
+  int spots_mode;         /* 1: landing spots on (end placement misses often) */
+  size_t tcache_blocks;   /* freed blocks held in threads' caches (counted as free and retained) */
+  size_t tcache_bytes;
+  uint64_t tcache_hits;   /* allocations and frees served by a thread's cache (no lock; not in the
+                             alloc_count and free_count of the tier) */
+  uint64_t spot_hits;     /* allocations placed on a landing spot (counted in land_hits too) */
   uint64_t alloc_count;
   uint64_t free_count;
   uint64_t resize_count;  /* resizes done in place */
@@ -152,6 +164,24 @@ typedef struct hpcmem_large {
   unsigned probe_gap, probe_min, probe_wait;   /* frees between probes (doubles while they agree) */
   unsigned sweep_allocs;   /* believed-resident garbage this many allocations old goes back */
   uint64_t land_tries, land_hits, swept_pages, probe_count;
+  /* Landing spots (large.c, "landing spots"): pairs of believed-resident
+   * pages of free blocks by their distance, on while end placement misses
+   * often (judged over windows of allocations). */
+  struct hpcmem_large_spot *spots;   /* NULL: none (a region of 2^32 pages or more) */
+  int spots_cfg;           /* config.spots */
+  unsigned spots_on, spot_clock;
+  unsigned spot_dmin;      /* distances shorter than this serve no request seen so far */
+  size_t spot_smin;        /* ... the smallest request seen (with end placement on) */
+  unsigned win_tries, win_miss;
+  uint64_t spot_hits;
+
+  /* Threads' caches of freed blocks (large.c, "thread caches"); the tier
+   * counts their blocks as live (state TCACHED: freed, kept by a thread). */
+  int tc_on;
+  int tc_key_ok;
+  pthread_key_t tc_key;                  /* its destructor gives a cache back at thread exit */
+  struct hpcmem_large_tc *tcs;           /* the caches of live threads, under the lock */
+  uint64_t tc_hits_gone;                 /* hits of the caches of threads that exited */
 
   size_t live_bytes, overhead_bytes, free_bytes, retained_bytes, decayed_bytes;
   size_t live_blocks, free_blocks;

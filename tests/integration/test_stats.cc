@@ -16,6 +16,49 @@ static hpcmem_stats_t snap() {
   return s;
 }
 
+// First in the file: the process is still single-threaded here (no test has
+// started a thread), where a large block that moves neither peak nor the
+// timeline is not published (src/api/stats.c, _hpcmem_stats_drifted); the
+// figures must still be exact.
+TEST(hpcmem_stats, quiet_large_blocks_of_one_thread_stay_exact) {
+#ifdef __GLIBC__
+  ASSERT_NE(__libc_single_threaded, 0);
+#endif
+  static void *volatile keep;
+  void *big = malloc(4 << 20);          // a peak well above what follows
+  keep = big;
+  free(big);
+  hpcmem_stats_t a = snap();
+  for (size_t n : {(size_t)128 << 10, (size_t)256 << 10, (size_t)700 << 10}) {
+    void *p = malloc(n);
+    keep = p;
+    hpcmem_stats_t b = snap();
+    EXPECT_GE(b.current_bytes, a.current_bytes + n) << n;
+    EXPECT_LE(b.current_bytes, a.current_bytes + n + 4096) << n;
+    EXPECT_EQ(b.peak_bytes, a.peak_bytes) << n;   // below the 4 MiB peak
+    free(p);
+    hpcmem_stats_t c = snap();
+    EXPECT_EQ(c.current_bytes, a.current_bytes) << n;
+  }
+  // a quiet change, then a new peak: the peak is the exact total
+  void *q = malloc(512 << 10);
+  hpcmem_stats_t d = snap();
+  void *r = malloc(8 << 20);
+  keep = r;
+  hpcmem_stats_t e = snap();
+  EXPECT_EQ(e.peak_bytes, e.current_bytes);
+  EXPECT_GE(e.current_bytes, d.current_bytes + (8 << 20));
+  EXPECT_LE(e.current_bytes, d.current_bytes + (8 << 20) + 4096);
+  hpcmem_sample_t tl[4096];
+  size_t n = hpcmem_timeline(tl, 4096);
+  uint64_t best = 0;
+  for (size_t i = 0; i < n && i < 4096; i++) best = tl[i].bytes > best ? tl[i].bytes : best;
+  EXPECT_EQ(best, e.peak_bytes);        // the timeline has the peak
+  free(r);
+  free(q);
+  EXPECT_EQ(snap().current_bytes, a.current_bytes);
+}
+
 TEST(hpcmem_stats, counts_allocations_and_frees) {
   hpcmem_stats_t a = snap();
   std::vector<void *> v;

@@ -150,8 +150,9 @@ void many_threads(const hpcmem_large_config_t &c, bool forced, hpcmem_large_stat
   _hpcmem_large_destroy(&L);
 }
 
-hpcmem_large_config_t config(uint64_t decay_ns, int ends) {
+hpcmem_large_config_t config(uint64_t decay_ns, int ends, int tcache = 0) {
   hpcmem_large_config_t c = {};
+  c.tcache = tcache;
   c.reserve = 64ull * 1024 * MiB;
   c.align = 256;
   c.min_split = 128 * KiB;
@@ -178,4 +179,17 @@ TEST(_hpcmem_large_alloc, ManyThreadsWithEndPlacementAndSweep) {
   many_threads(config(32 * 1000000ull, 1), false, &s);
   EXPECT_GT(s.land_hits, 0u);
   EXPECT_GT(s.swept_pages, 0u);
+}
+
+// Threads keep freed blocks in caches of their own (taken without the lock,
+// handed between threads, taken back by decay passes from the fifth thread
+// with an atomic exchange, given back at thread exit).
+TEST(_hpcmem_large_alloc, ManyThreadsWithThreadCaches) {
+  hpcmem_large_stats_t s;
+  many_threads(config(1000000, 0, 1), false, &s);  // ordinary passes: only blocks older than 1 ms
+  EXPECT_GT(s.tcache_hits, 0u);
+  EXPECT_EQ(s.tcache_blocks, 0u);   // the threads exited
+  many_threads(config(1000000, 0, 1), true, &s);   // forced passes take every cached block
+  EXPECT_GT(s.tcache_hits, 0u);
+  EXPECT_EQ(s.tcache_blocks, 0u);
 }

@@ -11,6 +11,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 extern "C" {
@@ -29,8 +30,10 @@ struct Tier {
   hpcmem_large_t L;
   explicit Tier(uint64_t decay_ns = NEVER, size_t reserve = 4096 * MiB, size_t align = 256,
                 size_t min_split = 128 * KiB, unsigned quick = 0, int ends = 0, unsigned probe_min = 0,
-                unsigned sweep_allocs = 0) {
+                unsigned sweep_allocs = 0, int spots = 0, int tcache = 0) {
     hpcmem_large_config_t c = {};
+    c.tcache = tcache;
+    c.spots = spots;
     c.quick = quick;
     c.ends = ends;
     c.probe_min = probe_min;
@@ -551,6 +554,193 @@ TEST(_hpcmem_large_free, DoubleFree) {
   EXPECT_EQ(_hpcmem_large_usable_size(&t.L, a), 0u);
   EXPECT_EQ(t.free(c), 0);
   EXPECT_EQ(t.check(), 0);
+}
+
+// ------------------------------------------------------- thread caches
+
+namespace {
+// A tier whose threads keep freed blocks (the quick list on, as the process's tier)
+struct TcTier : Tier {
+  explicit TcTier(uint64_t decay_ns = NEVER, int ends = 0)
+      : Tier(decay_ns, 4096 * MiB, 256, 128 * KiB, HPCMEM_LARGE_QUICK, ends, 0, 0, 0, 1) {}
+};
+// A thread's cache serves one tier: the first that gave it a block (in a
+// test program linked with the library's malloc, the process's tier for the
+// main thread), so each test runs on a thread of its own.
+void on_new_thread(const std::function<void()> &f) { std::thread(f).join(); }
+}  // namespace
+
+TEST(_hpcmem_large_free, ThreadCacheKeepsAndReusesABlock) {
+  on_new_thread([] {
+    TcTier t;
+    char *a = t.alloc(256 * KiB);
+    ASSERT_NE(a, nullptr);
+    auto s0 = t.stats();
+    size_t u = 0;
+    ASSERT_EQ(_hpcmem_large_free(&t.L, a, &u), 0);
+    EXPECT_GE(u, 256 * KiB);
+    auto s = t.stats();
+    EXPECT_EQ(s.tcache_blocks, 1u);
+    EXPECT_EQ(s.tcache_bytes, u);
+    EXPECT_EQ(s.live_blocks, 0u);       // a cached block is free and retained
+    EXPECT_EQ(s.live_bytes, 0u);
+    EXPECT_EQ(s.free_bytes, s0.free_bytes + u);
+    EXPECT_EQ(s.retained_bytes, s0.retained_bytes + u);
+    EXPECT_EQ(s.mapped_bytes, s.live_bytes + s.overhead_bytes + s.free_bytes);
+    EXPECT_EQ(t.check(), 0);
+    // the same size (or up to an eighth less) comes from the cache
+    char *b = t.alloc(240 * KiB);
+    EXPECT_EQ(b, a);
+    EXPECT_EQ(_hpcmem_large_usable_size(&t.L, b), u);
+    s = t.stats();
+    EXPECT_EQ(s.tcache_blocks, 0u);
+    EXPECT_EQ(s.live_bytes, u);
+    EXPECT_EQ(s.tcache_hits, 2u);
+    EXPECT_EQ(s.alloc_count, 1u);       // hits are not the tier's allocations
+    EXPECT_EQ(t.check(), 0);
+    // a size the cache cannot serve: the cached block goes back first
+    ASSERT_EQ(t.free(b), 0);
+    char *c = t.alloc(1 * MiB);
+    ASSERT_NE(c, nullptr);
+    s = t.stats();
+    EXPECT_EQ(s.tcache_blocks, 0u);
+    EXPECT_EQ(s.live_blocks, 1u);
+    EXPECT_EQ(t.check(), 0);
+    EXPECT_EQ(t.free(c), 0);
+    EXPECT_EQ(t.check(), 0);
+  });
+}
+
+TEST(_hpcmem_large_free, ThreadCacheBounds) {
+  on_new_thread([] {
+    TcTier t;
+    std::vector<char *> v;
+    for (int i = 0; i < 8; i++) v.push_back(t.alloc(200 * KiB));
+    // only the blocks handed out last are recognised without the lock, and at
+    // most HPCMEM_LARGE_TC_SLOTS blocks of HPCMEM_LARGE_TC_BYTES are kept
+    for (char *p : v) ASSERT_EQ(t.free(p), 0);
+    auto s = t.stats();
+    EXPECT_GE(s.tcache_blocks, 1u);
+    EXPECT_LE(s.tcache_blocks, (size_t)HPCMEM_LARGE_TC_SLOTS);
+    EXPECT_LE(s.tcache_bytes, HPCMEM_LARGE_TC_BYTES);
+    EXPECT_EQ(s.live_blocks, 0u);
+    EXPECT_EQ(t.check(), 0);
+    char *big = t.alloc(2 * MiB);       // more than the cache's bytes: never cached
+    ASSERT_EQ(t.free(big), 0);
+    EXPECT_EQ(t.stats().tcache_blocks, 0u);   // the miss gave the cached ones back
+    EXPECT_EQ(t.check(), 0);
+  });
+}
+
+TEST(_hpcmem_large_free, ThreadCacheDoubleFreeAndInteriorPointers) {
+  on_new_thread([] {
+    TcTier t;
+    char *a = t.alloc(256 * KiB), *b = t.alloc(300 * KiB);
+    ASSERT_TRUE(a && b);
+    EXPECT_EQ(t.free(a + 256), -EINVAL);      // interior pointers of blocks the thread holds
+    EXPECT_EQ(t.free(b + 4096), -EINVAL);
+    ASSERT_EQ(t.free(a), 0);                  // into the cache
+    ASSERT_EQ(t.stats().tcache_blocks, 1u);
+    EXPECT_EQ(t.free(a), -EALREADY);          // a second free of a cached block
+    EXPECT_EQ(t.free(a + 256), -EINVAL);      // and an interior pointer of it
+    int rc = 0;
+    std::thread([&] { rc = t.free(a); }).join();   // from another thread too
+    EXPECT_EQ(rc, -EALREADY);
+    EXPECT_EQ(_hpcmem_large_usable_size(&t.L, a), 0u);
+    EXPECT_EQ(_hpcmem_large_resize(&t.L, a, 10), -EINVAL);
+    auto s = t.stats();
+    EXPECT_EQ(s.error_count, 6u);
+    EXPECT_EQ(s.tcache_blocks, 1u);
+    EXPECT_EQ(s.live_blocks, 1u);
+    EXPECT_EQ(t.check(), 0);
+    // taken again, it is live: freed by another thread, then a second time here
+    char *c = t.alloc(256 * KiB);
+    ASSERT_EQ(c, a);
+    std::thread([&] { rc = t.free(c); }).join();
+    EXPECT_EQ(rc, 0);
+    EXPECT_EQ(t.free(c), -EALREADY);
+    EXPECT_EQ(t.free(b), 0);
+    EXPECT_EQ(t.free(b), -EALREADY);
+    EXPECT_EQ(t.stats().live_blocks, 0u);
+    EXPECT_EQ(t.check(), 0);
+  });
+}
+
+TEST(_hpcmem_large_free, ThreadCacheGivenBackAtThreadExit) {
+  on_new_thread([] {
+    TcTier t;
+    char *keep = t.alloc(128 * KiB);          // this thread's cache is listed too
+    ASSERT_NE(keep, nullptr);
+    for (int k = 0; k < 3; k++) {
+      std::thread([&] {
+        for (int i = 0; i < 50; i++) {
+          char *p = t.alloc(256 * KiB), *q = t.alloc(512 * KiB);
+          ASSERT_TRUE(p && q);
+          p[0] = q[0] = 1;
+          ASSERT_EQ(t.free(q), 0);
+          ASSERT_EQ(t.free(p), 0);
+        }
+        EXPECT_EQ(t.stats().tcache_blocks, 2u);
+      }).join();
+      auto s = t.stats();
+      EXPECT_EQ(s.tcache_blocks, 0u) << k;   // the exiting thread gave its blocks back
+      EXPECT_EQ(s.live_blocks, 1u);
+      EXPECT_GE(s.tcache_hits, (uint64_t)(k + 1) * 196);   // kept after the thread went
+      EXPECT_EQ(_hpcmem_large_check(&t.L), 0);
+    }
+    EXPECT_EQ(t.free(keep), 0);
+    EXPECT_EQ(t.check(), 0);
+  });
+}
+
+TEST(_hpcmem_large_decay, TakesBlocksFromThreadCaches) {
+  on_new_thread([] {
+    const uint64_t decay = 20 * 1000000ull;
+    TcTier t(decay);
+    char *a = t.alloc(512 * KiB);
+    memset(a, 1, 512 * KiB);
+    ASSERT_EQ(t.free(a), 0);
+    ASSERT_EQ(t.stats().tcache_blocks, 1u);
+    _hpcmem_large_decay(&t.L, _hpcmem_prim_now_ns(), 0);   // too young
+    EXPECT_EQ(t.stats().tcache_blocks, 1u);
+    usleep(3 * decay / 1000);
+    _hpcmem_large_decay(&t.L, _hpcmem_prim_now_ns(), 0);
+    EXPECT_EQ(t.stats().tcache_blocks, 0u);
+    EXPECT_EQ(t.check(), 0);
+    _hpcmem_large_decay(&t.L, _hpcmem_prim_now_ns() + 2 * decay, 0);   // and then its pages
+    EXPECT_LT(resident(a, 512 * KiB), pages_in(a, 512 * KiB) / 8);
+    // the owner's next allocation finds its slot emptied
+    char *b = t.alloc(512 * KiB);
+    ASSERT_NE(b, nullptr);
+    EXPECT_EQ(t.free(b), 0);
+    EXPECT_EQ(t.check(), 0);
+  });
+}
+
+TEST(_hpcmem_large_alloc_zeroed, NotFromTheThreadCache) {
+  on_new_thread([] {
+    TcTier t;
+    char *a = t.alloc(256 * KiB);
+    memset(a, 0xab, 256 * KiB);
+    ASSERT_EQ(t.free(a), 0);
+    ASSERT_EQ(t.stats().tcache_blocks, 1u);
+    char *z = (char *)_hpcmem_large_alloc_zeroed(&t.L, 256 * KiB, 0, nullptr);
+    ASSERT_NE(z, nullptr);
+    for (size_t i = 0; i < 256 * KiB; i += 512) ASSERT_EQ(z[i], 0) << i;
+    EXPECT_EQ(t.free(z), 0);
+    EXPECT_EQ(t.check(), 0);
+  });
+}
+
+TEST(_hpcmem_large_free, NoThreadCacheWithEndPlacement) {
+  on_new_thread([] {
+    TcTier t(NEVER, 1);
+    char *a = t.alloc(256 * KiB);
+    ASSERT_EQ(t.free(a), 0);
+    EXPECT_EQ(t.stats().tcache_blocks, 0u);
+    EXPECT_EQ(t.stats().tcache_hits, 0u);
+    EXPECT_EQ(t.check(), 0);
+  });
 }
 
 // ---------------------------------------------------------------- resize
@@ -1111,8 +1301,8 @@ bool verify(const Live &b) {
 }
 
 void random_run(uint64_t decay_ns, size_t align, unsigned seed, int ops, unsigned quick = 0, int ends = 0,
-                unsigned sweep_allocs = 0) {
-  Tier t(decay_ns, 8192 * MiB, align, 128 * KiB, quick, ends, 0, sweep_allocs);
+                unsigned sweep_allocs = 0, int spots = 0) {
+  Tier t(decay_ns, 8192 * MiB, align, 128 * KiB, quick, ends, 0, sweep_allocs, spots);
   std::mt19937_64 rng(seed);
   std::vector<Live> live;
   for (int op = 0; op < ops; op++) {
@@ -1216,6 +1406,11 @@ TEST(_hpcmem_large_alloc, RandomizedWithEndPlacementAndSweep) {
 
 TEST(_hpcmem_large_alloc, RandomizedWithEndPlacementSmallAlignment) {
   random_run(1000000, 16, 8, 30000, 0, 1, 16);
+}
+
+TEST(_hpcmem_large_alloc, RandomizedWithLandingSpots) {
+  random_run(NEVER, 256, 9, 40000, HPCMEM_LARGE_QUICK, 1, 0, 1);
+  random_run(1000000, 256, 10, 30000, 0, 1, 64, 1);   // and the sweep
 }
 
 // ------------------------------------------------------------ quick list
@@ -1571,6 +1766,77 @@ TEST(_hpcmem_large_alloc, EndPlacementOnlyForTheConfiguredAlignment) {
   EXPECT_EQ(t.stats().land_tries, 0u);
   EXPECT_EQ(t.free(b), 0);
   EXPECT_EQ(t.free(z), 0);
+  EXPECT_EQ(t.check(), 0);
+}
+
+TEST(_hpcmem_large_alloc, LandingSpotBeyondTheShortSearch) {
+  for (int spots : {1, -1}) {
+    Tier t(NEVER, 4096 * MiB, 256, 128 * KiB, 0, 1, 0, 0, spots);
+    // [f g] x 6, then [y1 y2 y3 | z]: the six f (2.25 MiB, freed) are the
+    // best fits for 2 MiB, and none holds a landing (their written pages
+    // are 2.25 MiB apart); y2's two ends, 2 MiB apart, do
+    std::vector<char *> f, g;
+    for (int i = 0; i < 6; i++) {
+      f.push_back(t.alloc(2 * MiB + 256 * KiB));
+      g.push_back(t.alloc(1 * MiB));
+      write_ends(f.back(), 2 * MiB + 256 * KiB);
+      write_ends(g.back(), 1 * MiB);
+    }
+    char *y1 = t.alloc(1 * MiB), *y2 = t.alloc(2 * MiB), *y3 = t.alloc(1 * MiB), *z = t.alloc(1 * MiB);
+    for (auto p : {y1, y3, z}) write_ends(p, 1 * MiB);
+    write_ends(y2, 2 * MiB);
+    for (auto p : f) ASSERT_EQ(t.free(p), 0);
+    for (auto p : {y1, y2, y3}) ASSERT_EQ(t.free(p), 0);
+    EXPECT_EQ(t.stats().spots_mode, spots > 0);
+    size_t before = resident_between(y1, z);
+    char *b = t.alloc(2 * MiB);
+    ASSERT_NE(b, nullptr);
+    write_ends(b, 2 * MiB);
+    EXPECT_EQ(resident_between(y1, z), before);   // landed: no page written anew
+    auto s = t.stats();
+    EXPECT_EQ(s.land_tries, 1u);
+    EXPECT_EQ(s.land_hits, 1u);
+    if (spots > 0) {
+      EXPECT_EQ(b, y2);                     // the spot of y2's own two ends (the shorter distance first)
+      EXPECT_EQ(s.spot_hits, 1u);
+    } else {
+      EXPECT_EQ(b, y1 + 1 * MiB - 3840);    // the sixth candidate by size, its lowest landing
+      EXPECT_EQ(s.spot_hits, 0u);
+    }
+    // the spot is used up, and the f still hold no landing: best fit
+    char *c = t.alloc(2 * MiB);
+    EXPECT_EQ(c, f[0]);
+    EXPECT_EQ(t.stats().land_hits, 1u);
+    EXPECT_EQ(t.check(), 0);
+    for (auto p : g) ASSERT_EQ(t.free(p), 0);
+    for (auto p : {b, c, z}) ASSERT_EQ(t.free(p), 0);
+    EXPECT_EQ(t.check(), 0);
+  }
+}
+
+TEST(_hpcmem_large_alloc, LandingSpotsWhileEndPlacementMisses) {
+  // auto: on after a window of allocations that mostly missed a landing,
+  // off after one that mostly landed
+  Tier t(NEVER, 4096 * MiB, 256, 128 * KiB, 0, 1);
+  ASSERT_EQ(t.free(t.alloc(1024 * MiB)), 0);
+  std::vector<char *> v;
+  // each carves from the front of the free block: its last page was never
+  // handed out, so no landing (nothing is written: no RSS)
+  for (int i = 0; i < 4096; i++) v.push_back(t.alloc(128 * KiB));
+  auto s = t.stats();
+  EXPECT_EQ(s.land_tries, 4096u);
+  EXPECT_EQ(s.land_hits, 0u);
+  EXPECT_EQ(s.spots_mode, 1);
+  // a block freed and allocated again lands where it was
+  for (int i = 0; i < 4096; i++) {
+    ASSERT_EQ(t.free(v.back()), 0);
+    v.back() = t.alloc(128 * KiB);
+  }
+  s = t.stats();
+  EXPECT_EQ(s.land_hits, 4096u);
+  EXPECT_EQ(s.spots_mode, 0);
+  EXPECT_EQ(t.check(), 0);
+  for (auto p : v) ASSERT_EQ(t.free(p), 0);
   EXPECT_EQ(t.check(), 0);
 }
 
