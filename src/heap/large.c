@@ -1651,8 +1651,11 @@ static __attribute__((noinline, cold)) void tc_arm(hpcmem_large_t *L) {
 static __attribute__((noinline)) int tc_window(hpcmem_large_t *L, uint64_t now) {
   struct hpcmem_large_tc *c = &tc_self;
   int arm = tc_flush_mine(L, now);
-  if (c->L != L) {                     /* the thread exits (or serves another tier) */
-    c->wait = INT_MAX;
+  if (c->L != L) {                     /* exiting (no more caching), or the cache serves another
+                                          tier (a test's: one per process otherwise), whose
+                                          window this call must not end */
+    if (!c->L) c->wait = INT_MAX;
+    else if (c->wait < 0) c->wait = 0;
     return 0;
   }
   if (c->wait >= 0) return arm;
