@@ -24,6 +24,7 @@
 #include "util/log.h"
 #include "util/options.h"
 #include <errno.h>
+#include <limits.h>
 #include <string.h>
 
 #define REC_CAP_MAX ((size_t)1 << 24)   /* 16 M blocks: 2 GiB of records, lazily backed */
@@ -111,6 +112,11 @@ typedef struct hpcmem_large_spot { uint32_t rec, page; } spot_t;
 /* A thread's cache of freed blocks (see "thread caches"). */
 struct hpcmem_large_tc {
   hpcmem_large_t *L;                   /* the tier it serves; NULL before the thread's first use */
+  hpcmem_large_t *on;                  /* L while the cache is switched on, else NULL: the one
+                                          test of the unlocked paths (see tc_window) */
+  int wait;                            /* the thread's locked allocations until tc_window looks */
+  uint64_t mark;                       /* hits when the window began */
+  uint64_t offs;                       /* times tc_window switched the cache off */
   rec_t *slot[HPCMEM_LARGE_TC_SLOTS];  /* freed blocks (TCACHED) or NULL; see tc_grab */
   char *data[HPCMEM_LARGE_TC_SLOTS];   /* the owner's copies: data pointer, usable bytes */
   size_t usable[HPCMEM_LARGE_TC_SLOTS];
@@ -1592,6 +1598,9 @@ static void tc_expire(hpcmem_large_t *L, uint64_t now, int force) {
 }
 
 static void tc_unlink(hpcmem_large_t *L, struct hpcmem_large_tc *c) {
+  L->tc_offs_gone += c->offs;
+  c->offs = 0;
+  c->on = NULL;
   if (c->prev) c->prev->next = c->next; else L->tcs = c->next;
   if (c->next) c->next->prev = c->prev;
   c->prev = c->next = NULL;
@@ -1627,6 +1636,40 @@ static __attribute__((noinline, cold)) void tc_arm(hpcmem_large_t *L) {
   tc_unlink(L, c);
   c->dead = 1;
   _hpcmem_unlock_st(&L->lock);
+}
+
+/* Under the lock, at a locked allocation of the thread's while its cache
+ * holds blocks (they go back: tc_flush_mine) or when `wait` ran out: the
+ * thread's first call (its cache is listed and switched on; 1: the caller
+ * arms the exit destructor) or the end of a window.  The cache's checks cost
+ * on every call whether it hits or not (residents, N = 256, where 1.5 % of
+ * the frees hit: +61 instructions a pair), so a thread whose cache served
+ * fewer than one hit per HPCMEM_LARGE_TC_MISS_RATIO locked allocations in
+ * the last HPCMEM_LARGE_TC_WINDOW switches it off (its unlocked paths then
+ * test tc_self.on alone, and only this countdown runs under the lock) and
+ * on again for a window, a probe, after HPCMEM_LARGE_TC_PROBE more. */
+static __attribute__((noinline)) int tc_window(hpcmem_large_t *L, uint64_t now) {
+  struct hpcmem_large_tc *c = &tc_self;
+  int arm = tc_flush_mine(L, now);
+  if (c->L != L) {                     /* exiting (no more caching), or the cache serves another
+                                          tier (a test's: one per process otherwise), whose
+                                          window this call must not end */
+    if (!c->L) c->wait = INT_MAX;
+    else if (c->wait < 0) c->wait = 0;
+    return 0;
+  }
+  if (c->wait >= 0) return arm;
+  if (c->on && !arm && (c->hits - c->mark) * HPCMEM_LARGE_TC_MISS_RATIO < HPCMEM_LARGE_TC_WINDOW) {
+    c->on = NULL;
+    c->offs++;
+    memset(c->out, 0, sizeof c->out);  /* blocks handed out while off are not the thread's to know */
+    c->wait = HPCMEM_LARGE_TC_PROBE;
+    return 0;
+  }
+  c->on = L;                           /* the first call, a probe, or a window with hits */
+  c->mark = c->hits;
+  c->wait = HPCMEM_LARGE_TC_WINDOW;
+  return arm;
 }
 
 /* The owner learns that slot i is empty (it took the block, or a decay
@@ -1708,7 +1751,7 @@ static void *large_alloc(hpcmem_large_t *L, size_t size, size_t align, size_t *u
   if (!kb || align > (size_t)(L->end - L->base)) { errno = ENOMEM; return NULL; }
   size_t lead;
   rec_t *pos = NULL, *r;
-  if (L->tc_on && !zero && kb <= HPCMEM_LARGE_TC_BYTES && tc_self.L == L) {
+  if (tc_self.on == L && !zero && kb <= HPCMEM_LARGE_TC_BYTES) {
     size_t u;
     char *p = tc_alloc(L, kb, size, align, &u);
     if (p) {
@@ -1721,7 +1764,8 @@ static void *large_alloc(hpcmem_large_t *L, size_t size, size_t align, size_t *u
   _hpcmem_lock_st(&L->lock);
   uint64_t now = clock_tick(L);
   int arm = 0;
-  if (L->tc_on && (tc_self.L != L || tc_self.used)) arm = tc_flush_mine(L, now);
+  /* one countdown a call while the cache is off (see tc_window) */
+  if (L->tc_on && ((--tc_self.wait < 0) | (tc_self.used != 0))) arm = tc_window(L, now);
   int qi;
   if (L->nquick && !zero && (qi = quick_find(L, kb, align)) >= 0) {
     r = L->quick[qi];
@@ -1736,7 +1780,7 @@ static void *large_alloc(hpcmem_large_t *L, size_t size, size_t align, size_t *u
     L->overhead_bytes += (size_t)(r->data - r->start);
     L->alloc_count++;
     DEBUG_LOCAL(L, r);
-    if (L->tc_on && u <= HPCMEM_LARGE_TC_BYTES && tc_self.L == L) tc_note_out(&tc_self, r);
+    if (tc_self.on == L && u <= HPCMEM_LARGE_TC_BYTES) tc_note_out(&tc_self, r);
     finish_unlock(L, now);
     if (__builtin_expect(arm, 0)) tc_arm(L);
     if (usable_out) *usable_out = u;
@@ -1778,7 +1822,7 @@ static void *large_alloc(hpcmem_large_t *L, size_t size, size_t align, size_t *u
   L->overhead_bytes += lead;
   L->alloc_count++;
   DEBUG_LOCAL(L, r);
-  if (L->tc_on && u <= HPCMEM_LARGE_TC_BYTES && tc_self.L == L) tc_note_out(&tc_self, r);   /* else never cached */
+  if (tc_self.on == L && u <= HPCMEM_LARGE_TC_BYTES) tc_note_out(&tc_self, r);   /* else never cached */
   if (ends_on(L)) stale_unlock(L, r, now);
   else finish_unlock(L, now);
   if (__builtin_expect(arm, 0)) tc_arm(L);
@@ -1811,7 +1855,7 @@ void *_hpcmem_large_alloc_zeroed(hpcmem_large_t *L, size_t size, size_t align, s
 int _hpcmem_large_free(hpcmem_large_t *L, void *p, size_t *size_out) {
   rec_t *r;
   size_t slot = SIZE_MAX;
-  if (L->tc_on && tc_self.L == L && tc_free(L, p, size_out)) return 0;
+  if (tc_self.on == L && tc_free(L, p, size_out)) return 0;   /* on: L->tc_on, and the thread's */
   _hpcmem_lock_st(&L->lock);
   r = L->last_out;
   /* the block handed out last (a buffer allocated and freed in a loop): a
@@ -1955,8 +1999,11 @@ void _hpcmem_large_stats(hpcmem_large_t *L, hpcmem_large_stats_t *out) {
   out->quick_bytes = L->quick_bytes;
   out->ends_mode = ends_on(L);
   out->tcache_hits = L->tc_hits_gone;
+  out->tcache_offs = L->tc_offs_gone;
   for (const struct hpcmem_large_tc *c = L->tcs; c; c = c->next) {   /* racy: their owners go on */
     out->tcache_hits += c->hits;
+    out->tcache_offs += __atomic_load_n(&c->offs, __ATOMIC_RELAXED);
+    out->tcache_off += !__atomic_load_n(&c->on, __ATOMIC_RELAXED);
     for (unsigned i = 0; i < HPCMEM_LARGE_TC_SLOTS; i++)
       if (__atomic_load_n(&c->slot[i], __ATOMIC_RELAXED)) {
         out->tcache_blocks++;

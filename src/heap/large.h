@@ -65,6 +65,10 @@ typedef struct hpcmem_large_rec hpcmem_large_rec_t;
 #define HPCMEM_LARGE_CLASSES 192   /* size classes of the free-block trees (4 per power of 2) */
 #define HPCMEM_LARGE_TC_SLOTS 4    /* freed blocks a thread's cache holds ... */
 #define HPCMEM_LARGE_TC_BYTES ((size_t)1 << 20)   /* ... and their usable bytes, at most */
+#define HPCMEM_LARGE_TC_WINDOW 64  /* a thread's cache is switched off after this many of its locked
+                                      allocations (misses) with ... */
+#define HPCMEM_LARGE_TC_MISS_RATIO 8   /* ... fewer hits than 1 in this many of them, */
+#define HPCMEM_LARGE_TC_PROBE 4096 /* and on again, for a window, after this many more */
 typedef struct hpcmem_large_arena {
   char *lo, *top, *end;               /* blocks tile [lo, top); room up to end */
   hpcmem_large_rec_t *first, *last;   /* address-ordered block list */
@@ -96,6 +100,8 @@ typedef struct hpcmem_large_stats {
   size_t tcache_bytes;
   uint64_t tcache_hits;   /* allocations and frees served by a thread's cache (no lock; not in the
                              alloc_count and free_count of the tier) */
+  size_t tcache_off;      /* threads' caches switched off now (they missed; see tc_window) */
+  uint64_t tcache_offs;   /* times a thread's cache was switched off */
   uint64_t spot_hits;     /* allocations placed on a landing spot (counted in land_hits too) */
   uint64_t alloc_count;
   uint64_t free_count;
@@ -182,6 +188,7 @@ typedef struct hpcmem_large {
   pthread_key_t tc_key;                  /* its destructor gives a cache back at thread exit */
   struct hpcmem_large_tc *tcs;           /* the caches of live threads, under the lock */
   uint64_t tc_hits_gone;                 /* hits of the caches of threads that exited */
+  uint64_t tc_offs_gone;                 /* ... and their switches off */
 
   size_t live_bytes, overhead_bytes, free_bytes, retained_bytes, decayed_bytes;
   size_t live_blocks, free_blocks;

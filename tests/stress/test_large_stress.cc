@@ -189,6 +189,8 @@ TEST(_hpcmem_large_alloc, ManyThreadsWithThreadCaches) {
   many_threads(config(1000000, 0, 1), false, &s);  // ordinary passes: only blocks older than 1 ms
   EXPECT_GT(s.tcache_hits, 0u);
   EXPECT_EQ(s.tcache_blocks, 0u);   // the threads exited
+  EXPECT_GT(s.tcache_offs, 0u);     // random frees of up to 64 blocks miss: the caches switched off
+                                    // (and on again for their probes) while other threads went on
   many_threads(config(1000000, 0, 1), true, &s);   // forced passes take every cached block
   EXPECT_GT(s.tcache_hits, 0u);
   EXPECT_EQ(s.tcache_blocks, 0u);

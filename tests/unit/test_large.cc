@@ -743,6 +743,110 @@ TEST(_hpcmem_large_free, NoThreadCacheWithEndPlacement) {
   });
 }
 
+namespace {
+// Frees that the cache cannot serve: each block is freed 8 allocations after
+// it was handed out (the cache recognises the last 4), so every call misses.
+void miss_rounds(TcTier &t, std::vector<char *> &ring, unsigned rounds) {
+  for (unsigned i = 0; i < rounds; i++) {
+    if (ring.size() == 8) {
+      ASSERT_EQ(t.free(ring.front()), 0);
+      ring.erase(ring.begin());
+    }
+    char *p = t.alloc((200 + 8 * (i % 8)) * KiB);
+    ASSERT_NE(p, nullptr);
+    ring.push_back(p);
+  }
+}
+}  // namespace
+
+TEST(_hpcmem_large_free, ThreadCacheSwitchesOffWhenItMisses) {
+  on_new_thread([] {
+    TcTier t;
+    std::vector<char *> ring;
+    miss_rounds(t, ring, 8);
+    auto s = t.stats();
+    EXPECT_EQ(s.tcache_off, 0u);        // on from the thread's first call
+    EXPECT_EQ(s.tcache_offs, 0u);
+    miss_rounds(t, ring, HPCMEM_LARGE_TC_WINDOW);
+    s = t.stats();
+    EXPECT_EQ(s.tcache_off, 1u);        // a window without hits
+    EXPECT_EQ(s.tcache_offs, 1u);
+    EXPECT_EQ(s.tcache_hits, 0u);
+    EXPECT_EQ(s.tcache_blocks, 0u);
+    EXPECT_EQ(t.check(), 0);
+    // off, a block freed and taken again goes the locked way (the quick list)
+    char *a = t.alloc(256 * KiB);
+    ASSERT_EQ(t.free(a), 0);
+    EXPECT_EQ(t.stats().tcache_blocks, 0u);
+    EXPECT_EQ(t.stats().quick_blocks, 1u);
+    EXPECT_EQ(t.free(a), -EALREADY);   // a second free is still told
+    EXPECT_EQ(t.free(ring.back() + 512), -EINVAL);   // and an interior pointer
+    char *b = t.alloc(256 * KiB);
+    EXPECT_EQ(b, a);
+    ASSERT_EQ(t.free(b), 0);
+    s = t.stats();
+    EXPECT_EQ(s.tcache_hits, 0u);
+    EXPECT_EQ(s.error_count, 2u);
+    EXPECT_EQ(t.check(), 0);
+    for (char *p : ring) ASSERT_EQ(t.free(p), 0);
+    EXPECT_EQ(t.stats().live_blocks, 0u);
+    EXPECT_EQ(t.check(), 0);
+  });
+}
+
+TEST(_hpcmem_large_free, ThreadCacheOnAgainWhenItWouldHit) {
+  on_new_thread([] {
+    TcTier t;
+    std::vector<char *> ring;
+    miss_rounds(t, ring, 8 + HPCMEM_LARGE_TC_WINDOW);
+    ASSERT_EQ(t.stats().tcache_off, 1u);
+    for (char *p : ring) ASSERT_EQ(t.free(p), 0);
+    // a buffer allocated and freed in a loop: after the probe's wait the
+    // cache serves it, and stays on (its locked calls stop)
+    for (unsigned i = 0; i < HPCMEM_LARGE_TC_PROBE + 4 * HPCMEM_LARGE_TC_WINDOW; i++) {
+      char *p = t.alloc(256 * KiB);
+      ASSERT_NE(p, nullptr);
+      ASSERT_EQ(t.free(p), 0);
+    }
+    auto s = t.stats();
+    EXPECT_EQ(s.tcache_off, 0u);
+    EXPECT_EQ(s.tcache_offs, 1u);
+    EXPECT_GE(s.tcache_hits, 2u * 3 * HPCMEM_LARGE_TC_WINDOW);
+    EXPECT_EQ(s.tcache_blocks, 1u);
+    EXPECT_EQ(t.check(), 0);
+    // and off again when the misses come back
+    miss_rounds(t, ring = {}, 8 + 2 * HPCMEM_LARGE_TC_WINDOW);
+    s = t.stats();
+    EXPECT_EQ(s.tcache_off, 1u);
+    EXPECT_EQ(s.tcache_offs, 2u);
+    EXPECT_EQ(s.tcache_blocks, 0u);
+    for (char *p : ring) ASSERT_EQ(t.free(p), 0);
+    EXPECT_EQ(t.stats().live_blocks, 0u);
+    EXPECT_EQ(t.check(), 0);
+  });
+}
+
+TEST(_hpcmem_large_free, ThreadCacheStaysOnWhileItHitsSometimes) {
+  on_new_thread([] {
+    TcTier t;
+    // each round: a hit (the free of the 256 KiB block) and two locked
+    // allocations (the 2 MiB block, which sends the cached one back first,
+    // and the 256 KiB block then): 1 hit in 2 misses
+    for (unsigned i = 0; i < 8 * HPCMEM_LARGE_TC_WINDOW; i++) {
+      char *a = t.alloc(256 * KiB);
+      ASSERT_EQ(t.free(a), 0);
+      char *big = t.alloc(2 * MiB);
+      ASSERT_NE(big, nullptr);
+      ASSERT_EQ(t.free(big), 0);
+    }
+    auto s = t.stats();
+    EXPECT_EQ(s.tcache_off, 0u);
+    EXPECT_EQ(s.tcache_offs, 0u);
+    EXPECT_EQ(s.tcache_hits, 8u * HPCMEM_LARGE_TC_WINDOW);
+    EXPECT_EQ(t.check(), 0);
+  });
+}
+
 // ---------------------------------------------------------------- resize
 
 TEST(_hpcmem_large_resize, ShrinkSplitsTail) {
