@@ -69,7 +69,8 @@ void _hpcmem_init(void) {
   _hpcmem_large_threshold = (size_t)_hpcmem_opt(LARGE_THRESHOLD);
   /* one address slice per cpu (slices cost address space only); the topology,
    * loaded once the allocator works, maps cpus that share a cache onto one heap */
-  long ncpu = sysconf(_SC_NPROCESSORS_CONF);
+  long ncpu = _hpcmem_topo_sysfs_possible_cpus("/");
+  if (ncpu <= 0) ncpu = sysconf(_SC_NPROCESSORS_CONF);
   unsigned heaps = _hpcmem_opt(HEAPS) ? (unsigned)_hpcmem_opt(HEAPS) : (unsigned)(ncpu > 0 ? ncpu : 1);
   if (heaps > HPCMEM_MAX_HEAPS) heaps = HPCMEM_MAX_HEAPS;
   if (_hpcmem_heaps_init(heaps, log2_of((size_t)_hpcmem_opt(BLOCK_SIZE))) < 0 ||

@@ -83,8 +83,7 @@ static uint32_t bin_cap = BIN_MAX;
 
 /* A thread started or ended (registry lock held). */
 static void set_bin_cap(void) {
-  cpu_set_t set;
-  unsigned cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? (unsigned)CPU_COUNT(&set) : 1;
+  unsigned cpus = _hpcmem_prim_cpus_allowed();
   uint64_t cap = (uint64_t)BIN_PER_CPU * (cpus ? cpus : 1) / (live_threads ? live_threads : 1);
   __atomic_store_n(&bin_cap, cap > BIN_MAX ? BIN_MAX : cap < BIN_MIN ? BIN_MIN : (uint32_t)cap, __ATOMIC_RELAXED);
 }

@@ -8,6 +8,7 @@
 #include <linux/mempolicy.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <sys/auxv.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -186,10 +187,27 @@ int _hpcmem_prim_discard(void *p, size_t size) {
   return madvise(p, size, MADV_REMOVE) == 0 ? 0 : -errno;
 }
 
+/* These two run at start in every process.  They ask the kernel's values
+ * directly rather than through sysconf / sched_getaffinity + CPU_COUNT:
+ * those wrappers lie in other 64 KiB windows of libc's code than mmap and
+ * syscall (and sysconf reads a jump table from libc's read-only data), so
+ * each would map up to 64 KiB of libc that a program without them never
+ * maps (docs/footprint.md). */
 size_t _hpcmem_prim_page_size(void) {
   static size_t page;
-  if (!page) page = (size_t)sysconf(_SC_PAGESIZE);
+  if (!page) {
+    unsigned long v = getauxval(AT_PAGESZ);
+    page = v ? (size_t)v : (size_t)sysconf(_SC_PAGESIZE);
+  }
   return page;
+}
+
+unsigned _hpcmem_prim_cpus_allowed(void) {
+  unsigned long set[1024 / (8 * sizeof(unsigned long))] = {0};   /* CPU_SETSIZE bits, as cpu_set_t */
+  long r = syscall(SYS_sched_getaffinity, 0, sizeof set, set);
+  unsigned n = 0;
+  for (long i = 0; r > 0 && i < r / (long)sizeof set[0]; i++) n += (unsigned)__builtin_popcountl(set[i]);
+  return n ? n : 1;
 }
 
 uint64_t _hpcmem_prim_now_ns(void) {

@@ -48,7 +48,10 @@ int _hpcmem_prim_policy_of(void *addr, int *mode, unsigned long *nodemask, unsig
 /* Where each page is (move_pages without moving): status[i] = its node, or
  * -errno for a page without memory; 0 or -errno. */
 int _hpcmem_prim_page_nodes(void **pages, unsigned long count, int *status);
+/* The kernel's page size (from the auxiliary vector, not sysconf: see prim.c). */
 size_t _hpcmem_prim_page_size(void);
+/* How many cpus this thread may run on (sched_getaffinity), at least 1. */
+unsigned _hpcmem_prim_cpus_allowed(void);
 
 /* Node-shared memory (the shared segment).  A file of `size` bytes is made
  * sparse (ftruncate): its pages cost memory only once touched.

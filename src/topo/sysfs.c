@@ -124,6 +124,18 @@ static int read_list(const path_t *p, unsigned long *m, int nbits) {
   return err;
 }
 
+int _hpcmem_topo_sysfs_possible_cpus(const char *root) {
+  if (!root || !*root) return -EINVAL;
+  unsigned long m[CPU_LONGS];
+  path_t p;
+  start(&p, root, "sys/devices/system/cpu/possible");
+  int r = read_list(&p, m, HPCMEM_TOPO_MAX_CPUS);
+  if (r) return r;
+  int n = 0;
+  for (int i = 0; i < CPU_LONGS; i++) n += __builtin_popcountl(m[i]);
+  return n ? n : -ENODEV;
+}
+
 /* Lines of a file of any length; longer lines are cut at the buffer size. */
 typedef struct {
   int fd;
@@ -183,7 +195,8 @@ static int cgroup_name(const char *root, char *name, size_t len) {
   path_t p;
   start(&p, root, "proc/self/cpuset");
   if (read_small(&p, name, len) > 0) {
-    name[strcspn(name, "\n")] = 0;
+    char *nl = memchr(name, '\n', strlen(name));   /* not strcspn: its code and table are another libc window */
+    if (nl) *nl = 0;
     return 0;
   }
   start(&p, root, "proc/self/cgroup");

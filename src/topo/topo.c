@@ -234,6 +234,18 @@ static void mask_clear(unsigned long *mask, int maxnode) {
   for (int i = 0; i < maxnode; i++) mask[i / ULONG_BITS] &= ~(1UL << (i % ULONG_BITS));
 }
 
+/* Writes v in decimal (no terminator), returns the digits written.  The
+ * start-up path formats with this instead of snprintf: libc's printf engine
+ * is two 64 KiB windows of its code and one of its tables that a program
+ * which does not print would never map (docs/footprint.md). */
+static size_t put_dec(char *out, unsigned v) {
+  char tmp[12];
+  size_t k = 0;
+  do tmp[k++] = (char)('0' + v % 10); while (v /= 10);
+  for (size_t i = 0; i < k; i++) out[i] = tmp[k - 1 - i];
+  return k;
+}
+
 char *_hpcmem_topo_nodeset_format(const unsigned long *mask, int maxnode, char *buf, size_t len) {
   size_t n = 0;
   if (!buf || len == 0) return buf;
@@ -242,13 +254,20 @@ char *_hpcmem_topo_nodeset_format(const unsigned long *mask, int maxnode, char *
     if (!mask_isset(mask, i)) continue;
     int j = i;
     while (j + 1 < maxnode && mask_isset(mask, j + 1)) j++;
-    int w = j > i ? snprintf(buf + n, len - n, "%s%d-%d", n ? "," : "", i, j)
-                  : snprintf(buf + n, len - n, "%s%d", n ? "," : "", i);
-    if (w < 0 || (size_t)w >= len - n) {  /* truncated: end with "..." */
+    char piece[2 * 12 + 2];
+    size_t w = 0;
+    if (n) piece[w++] = ',';
+    w += put_dec(piece + w, (unsigned)i);
+    if (j > i) { piece[w++] = '-'; w += put_dec(piece + w, (unsigned)j); }
+    if (w >= len - n) {  /* truncated: what fits, then "..." over the end */
+      memcpy(buf + n, piece, len - n - 1);
+      buf[len - 1] = 0;
       if (len > 4) strcpy(buf + len - 4, "...");
       return buf;
     }
-    n += (size_t)w;
+    memcpy(buf + n, piece, w);
+    n += w;
+    buf[n] = 0;
     i = j;
   }
   return buf;
@@ -679,7 +698,7 @@ void _hpcmem_topo_desc_finish(const char *source, int sort) {
   derived_leads();
   if (sort) sort_cpus();
   count_levels();
-  if (source) snprintf(T.source, sizeof T.source, "%s", source);
+  if (source) copy_str(T.source, sizeof T.source, source);
   T.have_levels = 1;
   T.loaded = 1;
   build_groups(0);
@@ -1131,7 +1150,9 @@ int _hpcmem_topo_load_sysfs(const char *root) {
   }
   int here = strcmp(root, "/") == 0;
   char source[sizeof T.source];
-  snprintf(source, sizeof source, "%s%s", here ? "this machine" : "sysfs tree ", here ? "" : root);
+  copy_str(source, sizeof source, here ? "this machine" : "sysfs tree ");   /* not snprintf: see put_dec */
+  size_t k = strlen(source);
+  if (!here) copy_str(source + k, sizeof source - k, root);
   _hpcmem_topo_desc_finish(source, 1);
   copy_str(T.sysfs_root, sizeof T.sysfs_root, root);
   return 0;

@@ -86,6 +86,12 @@ int _hpcmem_topo_start(void);
  * this machine; tests give fake trees, and hwloc's later details then come
  * from the same tree through HWLOC_FSROOT).  0, or -errno (tables empty). */
 int _hpcmem_topo_load_sysfs(const char *root);
+/* The cpus the kernel may ever bring online (root/sys/devices/system/cpu/
+ * possible; the count sysconf(_SC_NPROCESSORS_CONF) gives, below
+ * HPCMEM_TOPO_MAX_CPUS): their number, or -errno.  sysconf parses the file
+ * with strtoul, whose code and tables are two 64 KiB windows of libc that a
+ * program which does not parse numbers never maps (docs/footprint.md). */
+int _hpcmem_topo_sysfs_possible_cpus(const char *root);
 /* Set by the layer above: called with 1 before hwloc is loaded after start
  * and with 0 afterwards (the trace marks hwloc's mallocs as libhpcmem's). */
 extern void (*_hpcmem_topo_hwloc_guard)(int entering);

@@ -1,7 +1,6 @@
 /* Job identity from the launcher's environment (see job.h). */
 #include "config.h"
 #include "util/job.h"
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
@@ -26,6 +25,23 @@ static int env_int(char *const *env, const char *const *names, int *out) {
     if (*end == 0 && x >= 0 && x < (1L << 30)) { *out = (int)x; return 1; }
   }
   return 0;
+}
+
+/* Appends text to dst (size cap, holding a string) as far as it fits.  Not
+ * snprintf: this runs at start in every process, and libc's printf engine is
+ * two 64 KiB windows of its code and one of its tables that a program which
+ * does not print would never map (docs/footprint.md). */
+static void append(char *dst, size_t cap, const char *text) {
+  size_t k = strlen(dst);
+  while (*text && k + 1 < cap) dst[k++] = *text++;
+  dst[k] = 0;
+}
+
+static void append_uint(char *dst, size_t cap, unsigned v) {
+  char digits[16], *p = digits + sizeof digits;
+  *--p = 0;
+  do *--p = (char)('0' + v % 10); while (v /= 10);
+  append(dst, cap, p);
 }
 
 void _hpcmem_job_load(char *const *env, int pid) {
@@ -54,11 +70,12 @@ void _hpcmem_job_load(char *const *env, int pid) {
     size_t k = strlen(j->jobid);
     int ok = 1;
     for (const char *c = step; *c; c++) ok &= *c >= '0' && *c <= '9';
-    if (ok && k + 2 + strlen(step) < sizeof j->jobid) snprintf(j->jobid + k, sizeof j->jobid - k, ".%s", step);
+    if (ok && k + 2 + strlen(step) < sizeof j->jobid) { append(j->jobid, sizeof j->jobid, "."); append(j->jobid, sizeof j->jobid, step); }
   }
-  if (!j->jobid[0]) snprintf(j->jobid, sizeof j->jobid, "pid%d", pid);
+  if (!j->jobid[0]) { append(j->jobid, sizeof j->jobid, "pid"); append_uint(j->jobid, sizeof j->jobid, (unsigned)pid); }
   struct utsname u;
-  if (uname(&u) == 0) snprintf(j->hostname, sizeof j->hostname, "%s", u.nodename);
+  j->hostname[0] = 0;
+  if (uname(&u) == 0) append(j->hostname, sizeof j->hostname, u.nodename);
 }
 
 void _hpcmem_job_init(void) { _hpcmem_job_load(environ, (int)getpid()); }

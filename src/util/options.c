@@ -6,7 +6,6 @@
 #include "hpcmem.h"
 #include <errno.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -26,11 +25,26 @@ static const char *type_name(hpcmem_opt_type_t t) {
   return names[t];
 }
 
+/* ASCII case-insensitive equality of n bytes.  Not strncasecmp: the options
+ * are parsed in every process at start, and libc's case folding brings its
+ * own code and locale tables into memory (two more 64 KiB windows of libc
+ * resident; docs/footprint.md).  The C locale folds ASCII only anyway. */
+static int ascii_ncase_eq(const char *a, const char *b, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    unsigned char x = (unsigned char)a[i], y = (unsigned char)b[i];
+    if ((unsigned)(x - 'A') < 26u) x |= 0x20;
+    if ((unsigned)(y - 'A') < 26u) y |= 0x20;
+    if (x != y) return 0;
+  }
+  return 1;
+}
+
 static int parse_bool(const char *s, long long *out) {
   static const char *yes[] = {"1", "yes", "on", "true"}, *no[] = {"0", "no", "off", "false"};
+  size_t n = strlen(s) + 1;             /* with the terminator: whole words only */
   for (int i = 0; i < 4; i++) {
-    if (strcasecmp(s, yes[i]) == 0) { *out = 1; return 0; }
-    if (strcasecmp(s, no[i]) == 0) { *out = 0; return 0; }
+    if (ascii_ncase_eq(s, yes[i], n)) { *out = 1; return 0; }
+    if (ascii_ncase_eq(s, no[i], n)) { *out = 0; return 0; }
   }
   return -EINVAL;
 }
@@ -64,7 +78,7 @@ static int parse_enum(const char *choices, const char *s, long long *out) {
   for (const char *c = choices; *c; idx++) {
     const char *end = strchr(c, '|');
     size_t len = end ? (size_t)(end - c) : strlen(c);
-    if (len == n && strncasecmp(c, s, n) == 0) { *out = idx; return 0; }
+    if (len == n && ascii_ncase_eq(c, s, n)) { *out = idx; return 0; }
     if (!end) break;
     c = end + 1;
   }

@@ -1,6 +1,8 @@
 // Job identity from the launcher's environment (src/util/job.c).
 #include <gtest/gtest.h>
 #include <cstring>
+#include <string>
+#include <sys/utsname.h>
 #include "util/job.h"
 
 namespace {
@@ -21,6 +23,27 @@ TEST(_hpcmem_job_load, lone_process_gets_a_pid_job_id) {
   EXPECT_EQ(_hpcmem_job.from_launcher, 0);
   EXPECT_STREQ(_hpcmem_job.jobid, "pid1234");
   EXPECT_NE(_hpcmem_job.hostname[0], 0);
+}
+
+// job.c formats without snprintf (docs/footprint.md): numbers at their edges,
+// the host name exactly as uname gives it (cut at 63 bytes).
+TEST(_hpcmem_job_load, pid_and_hostname_are_formatted_exactly) {
+  load({}, 0);
+  EXPECT_STREQ(_hpcmem_job.jobid, "pid0");
+  load({}, 2147483647);
+  EXPECT_STREQ(_hpcmem_job.jobid, "pid2147483647");
+  load({}, 10);
+  EXPECT_STREQ(_hpcmem_job.jobid, "pid10");
+  struct utsname u;
+  ASSERT_EQ(uname(&u), 0);
+  EXPECT_EQ(std::string(_hpcmem_job.hostname), std::string(u.nodename).substr(0, sizeof _hpcmem_job.hostname - 1));
+  // a step id that would not fit with its dot is left out; one that does is kept
+  std::string job(57, '7');
+  std::string jv = "SLURM_JOB_ID=" + job;
+  load({"SLURM_PROCID=0", jv.c_str(), "SLURM_STEP_ID=12345"});
+  EXPECT_EQ(std::string(_hpcmem_job.jobid), job);
+  load({"SLURM_PROCID=0", jv.c_str(), "SLURM_STEP_ID=1234"});
+  EXPECT_EQ(std::string(_hpcmem_job.jobid), job + ".1234");
 }
 
 TEST(_hpcmem_job_load, open_mpi_rank_size_and_job) {

@@ -93,6 +93,18 @@ TEST(options, int_range_and_malformed) {
   EXPECT_NE(err.find("HPCMEM_HEAPS='8K' is not valid"), std::string::npos);
 }
 
+// The words are compared whole and case-folded in ASCII only (options.c does
+// not use strcasecmp; a prefix, an extension or a non-ASCII byte is no match).
+TEST(options, bool_words_are_whole_and_ascii_folded) {
+  const char *yes[] = {"TRUE", "tRuE", "oN", "Yes"};
+  for (auto s : yes) { EXPECT_EQ(load({std::string("HPCMEM_CHECK=") + s}), "") << s; EXPECT_EQ(_hpcmem_opt(CHECK), 1) << s; }
+  const char *bad[] = {"ye", "yess", "o", "offf", "true ", "", "y\xc3\xa9s"};
+  for (auto s : bad) {
+    EXPECT_NE(load({std::string("HPCMEM_CHECK=") + s}).find("is not valid"), std::string::npos) << s;
+    EXPECT_EQ(_hpcmem_opt(CHECK), 0) << s;   // back to the default
+  }
+}
+
 TEST(options, enum_choices) {
   EXPECT_EQ(load({"HPCMEM_ON_ERROR=warn"}), "");
   EXPECT_EQ(_hpcmem_opt(ON_ERROR), HPCMEM_ON_ERROR_WARN);
@@ -104,6 +116,10 @@ TEST(options, enum_choices) {
                  "abort|warn|ignore); using the default abort\n");
   err = load({"HPCMEM_ON_ERROR=war"});  // a prefix is not a choice
   EXPECT_NE(err.find("is not valid"), std::string::npos);
+  err = load({"HPCMEM_ON_ERROR=warnx"});  // nor an extension
+  EXPECT_NE(err.find("is not valid"), std::string::npos);
+  EXPECT_EQ(load({"HPCMEM_DEFAULT_SEGMENT=Interleaved"}), "");  // the last choice, mixed case
+  EXPECT_EQ(_hpcmem_opt(DEFAULT_SEGMENT), 2);
 }
 
 TEST(options, string_values_and_length_limit) {

@@ -320,4 +320,29 @@ TEST_F(topo_load_sysfs, bad_roots) {
   remove_tree(root);
 }
 
+// What the allocator sizes its heap slices by at start, instead of
+// sysconf(_SC_NPROCESSORS_CONF) (which parses the same file with strtoul).
+TEST(_hpcmem_topo_sysfs_possible_cpus, counts_the_list_and_rejects_bad_files) {
+  if (access("/sys/devices/system/cpu/possible", R_OK) == 0)
+    EXPECT_EQ(_hpcmem_topo_sysfs_possible_cpus("/"), sysconf(_SC_NPROCESSORS_CONF));
+  EXPECT_EQ(_hpcmem_topo_sysfs_possible_cpus(nullptr), -EINVAL);
+  EXPECT_EQ(_hpcmem_topo_sysfs_possible_cpus(""), -EINVAL);
+  EXPECT_EQ(_hpcmem_topo_sysfs_possible_cpus("/nonexistent-hpcmem-root"), -ENOENT);
+  char tmpl[] = "/tmp/hpcmem-possible-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  std::string root = tmpl;
+  const char *file = "sys/devices/system/cpu/possible";
+  put(root, file, "0-3,8,10-11");
+  EXPECT_EQ(_hpcmem_topo_sysfs_possible_cpus(root.c_str()), 7);
+  put(root, file, "0");
+  EXPECT_EQ(_hpcmem_topo_sysfs_possible_cpus((root + "//").c_str()), 1);
+  put(root, file, "0-4095,4096-9999");   // beyond the cpu tables: not counted
+  EXPECT_EQ(_hpcmem_topo_sysfs_possible_cpus(root.c_str()), 4096);
+  put(root, file, "0-x");
+  EXPECT_EQ(_hpcmem_topo_sysfs_possible_cpus(root.c_str()), -EINVAL);
+  put(root, file, "");
+  EXPECT_EQ(_hpcmem_topo_sysfs_possible_cpus(root.c_str()), -ENODEV);
+  remove_tree(root);
+}
+
 }  // namespace

@@ -1,0 +1,26 @@
+#!/bin/sh
+# The functions a process that does not trace runs lie together right after
+# the PLT (src/hot-text.ld, docs/footprint.md): fails when the linker script
+# stops applying (-ffunction-sections lost, the section renamed), when the
+# allocator's entry points and start-up fall out of it, or when it grows past
+# the windows it is meant to save.
+lib=$LIBHPCMEM
+fails=0
+ok() { echo "[       OK ] hot_text.$1"; }
+fail() { echo "[  FAILED  ] hot_text.$1 ($2)"; fails=$((fails + 1)); }
+
+sec=$(readelf -SW "$lib" | awk '$2 == ".text.hpcmem_hot" {print $4, $6}')
+if [ -z "$sec" ]; then
+  fail section "no .text.hpcmem_hot in $lib"
+  exit 1
+fi
+set -- $sec
+start=$((0x$1)); size=$((0x$2))
+if [ $size -le 98304 ]; then ok size; else fail size "$size bytes: more than 96 KiB, more windows than it saves"; fi
+for f in malloc free calloc realloc _hpcmem_init _hpcmem_heaps_init pthread_atfork; do
+  a=$(nm "$lib" | awk -v f="$f" '$3 == f && $2 ~ /[tT]/ {print $1; exit}')
+  if [ -z "$a" ]; then fail "$f" "not in the symbol table"; continue; fi
+  a=$((0x$a))
+  if [ $a -ge $start ] && [ $a -lt $((start + size)) ]; then ok "$f"; else fail "$f" "at $a, outside $start + $size"; fi
+done
+[ $fails = 0 ]
