@@ -1,8 +1,13 @@
-! A traced Fortran rank that calls MPI_Abort (use mpi): rank r allocates
+! A traced Fortran rank that calls MPI_Abort (use mpi, or use mpi_f08 when
+! built with -DUSE_MPI_F08; tests/trace.inc builds both): rank r allocates
 ! (r+1)*MIB MiB and keeps it; rank 1 aborts, mpirun kills the others.  The
 ! aborting rank's trace must still hold its allocation and end at MPI_Abort.
 program fortran_abort
+#ifdef USE_MPI_F08
+  use mpi_f08
+#else
   use mpi
+#endif
   implicit none
   integer :: ierr, rank, mib
   integer(kind=8) :: n
