@@ -928,7 +928,7 @@ static inline size_t hmt_m4_enc_size(const hmt_m4_enc_t *e) { return (size_t)(e-
 HMT_M4_INLINE int hmt_m4_enc_event(hmt_m4_enc_t *e, hmt_m4_model_t *m, unsigned type, int sys, uint64_t time,
                                    uint64_t ptr, uint64_t old, uint64_t size, uint64_t align, uint64_t stack) {
   hmt_m4_ev_t ev;
-  ev.kind = type == HPCMEM_EV_REALLOC ? (!old ? HMT_M4_REALLOC0 : !ptr ? HMT_M4_REALLOCF : HMT_M4_REALLOC) : type;
+  ev.kind = type == HPCMEM_EV_REALLOC ? (unsigned)(!old ? HMT_M4_REALLOC0 : !ptr ? HMT_M4_REALLOCF : HMT_M4_REALLOC) : type;
   ev.sys = sys ? 1 : 0;
   ev.tick = time >> e->shift;
   ev.ptr = ptr; ev.old = old; ev.size = size; ev.align = align; ev.stack = stack;
@@ -1153,7 +1153,7 @@ static inline int hmt_m4_dec_run(hmt_m4_dec_t *d, hmt_m4_model_t *m) {
       if (c->err) return HMT_E_RECORD;
     } else {
       if ((ev.tick << d->shift) >> d->shift != ev.tick) return HMT_E_RECORD;
-      unsigned type = ev.kind == HMT_M4_REALLOC0 || ev.kind == HMT_M4_REALLOCF ? HPCMEM_EV_REALLOC : ev.kind;
+      unsigned type = ev.kind == HMT_M4_REALLOC0 || ev.kind == HMT_M4_REALLOCF ? (unsigned)HPCMEM_EV_REALLOC : ev.kind;
       uint8_t tmp[HMT_MAX_RECORD(0)];
       size_t l = (size_t)(hmt_encode_event(tmp, &d->row, type, (int)ev.sys, ev.tick << d->shift, ev.ptr, ev.old,
                                            ev.size, ev.align, ev.stack) - tmp);

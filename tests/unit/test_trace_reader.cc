@@ -472,6 +472,20 @@ TEST(hmt_next, same_tick_free_of_a_live_address_goes_before_its_reuse) {
   EXPECT_EQ(ev[2].tid, 11u);
 }
 
+// Each free finds its block live and each allocation an address that is not.
+void expect_live_order(const std::vector<hmt_event_t> &ev) {
+  std::map<uint64_t, bool> live;
+  for (size_t i = 0; i < ev.size(); i++) {
+    if (ev[i].type == HPCMEM_EV_FREE) {
+      EXPECT_TRUE(live[ev[i].ptr]) << "event " << i << ": free of " << std::hex << ev[i].ptr << ", not live";
+      live[ev[i].ptr] = false;
+    } else {
+      EXPECT_FALSE(live[ev[i].ptr]) << "event " << i << ": allocation of " << std::hex << ev[i].ptr << ", live";
+      live[ev[i].ptr] = true;
+    }
+  }
+}
+
 TEST(hmt_next, same_tick_allocation_goes_before_another_threads_free_of_it) {
   // 0x5000 is not live: thread 11 allocates it at 200 and thread 12 frees
   // that very block in the same tick (handed over at once).  Free first
@@ -496,16 +510,7 @@ TEST(hmt_next, same_tick_allocation_goes_before_another_threads_free_of_it) {
                    {HPCMEM_EV_MALLOC, 200, 0x5000, 0, 11, 0, 0}},
                   "tie-handed-over-twice.hmt");
   ASSERT_EQ(ev.size(), 7u);
-  std::map<uint64_t, bool> live;
-  for (size_t i = 0; i < ev.size(); i++) {
-    if (ev[i].type == HPCMEM_EV_FREE) {
-      EXPECT_TRUE(live[ev[i].ptr]) << "event " << i << ": free of " << std::hex << ev[i].ptr << ", not live";
-      live[ev[i].ptr] = false;
-    } else {
-      EXPECT_FALSE(live[ev[i].ptr]) << "event " << i << ": allocation of " << std::hex << ev[i].ptr << ", live";
-      live[ev[i].ptr] = true;
-    }
-  }
+  expect_live_order(ev);
   EXPECT_EQ(ev[6].tid, 11u);
   EXPECT_EQ(ev[6].type, (unsigned)HPCMEM_EV_FREE);
   // and after hmt_rewind the same order again: the live addresses start
@@ -531,20 +536,6 @@ TEST(hmt_next, same_tick_allocation_goes_before_another_threads_free_of_it) {
     hmt_rewind(r);
   }
   hmt_close(r);
-}
-
-// Each free finds its block live and each allocation an address that is not.
-void expect_live_order(const std::vector<hmt_event_t> &ev) {
-  std::map<uint64_t, bool> live;
-  for (size_t i = 0; i < ev.size(); i++) {
-    if (ev[i].type == HPCMEM_EV_FREE) {
-      EXPECT_TRUE(live[ev[i].ptr]) << "event " << i << ": free of " << std::hex << ev[i].ptr << ", not live";
-      live[ev[i].ptr] = false;
-    } else {
-      EXPECT_FALSE(live[ev[i].ptr]) << "event " << i << ": allocation of " << std::hex << ev[i].ptr << ", live";
-      live[ev[i].ptr] = true;
-    }
-  }
 }
 
 TEST(hmt_next, same_tick_allocation_of_a_live_address_waits_for_its_free) {
