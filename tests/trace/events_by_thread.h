@@ -34,4 +34,12 @@ static inline long long read_events_by_thread(hmt_reader_t *r, thread_t **th, si
   if (k < 0) { fprintf(stderr, "%s\n", hmt_error(r)->message); return -1; }
   return total;
 }
+
+/* Opens path and reads its events grouped by thread (above); returns the
+ * number of events, or -1 after printing what went wrong. */
+static inline long long open_events_by_thread(const char *path, hmt_reader_t **r, thread_t **th, size_t *nth) {
+  hmt_error_t err;
+  if (hmt_open(path, 0, r, &err)) { fprintf(stderr, "%s\n", err.message); return -1; }
+  return read_events_by_thread(*r, th, nth);
+}
 #endif

@@ -158,11 +158,9 @@ int main(int argc, char **argv) {
   unsigned nbits = argc > 3 ? (unsigned)atoi(argv[3]) : 16;  /* the recorder's for HPCMEM_TRACE_BUFFER=1M */
   if (nbits > HMT_M4_NMAX_BITS) nbits = HMT_M4_NMAX_BITS;
   hmt_reader_t *r;
-  hmt_error_t err;
-  if (hmt_open(argv[1], 0, &r, &err)) { fprintf(stderr, "%s\n", err.message); return 1; }
   thread_t *th;
   size_t nth;
-  long long nev = read_events_by_thread(r, &th, &nth);
+  long long nev = open_events_by_thread(argv[1], &r, &th, &nth);
   if (nev < 0) return 1;
   size_t total = (size_t)nev;
   if (!total) { fprintf(stderr, "%s: no events\n", argv[1]); return 1; }

@@ -45,11 +45,9 @@ int main(int argc, char **argv) {
   if (argc < 2) { fprintf(stderr, "usage: %s FILE [BLOCK [SHIFT [LEVEL]]]\n", argv[0]); return 2; }
   size_t block = argc > 2 ? strtoull(argv[2], NULL, 0) : 512 * 1024;
   hmt_reader_t *r;
-  hmt_error_t err;
-  if (hmt_open(argv[1], 0, &r, &err)) { fprintf(stderr, "%s\n", err.message); return 1; }
   thread_t *th;
   size_t nth;
-  long long nev = read_events_by_thread(r, &th, &nth);
+  long long nev = open_events_by_thread(argv[1], &r, &th, &nth);
   if (nev < 0) return 1;
   size_t total = (size_t)nev;
   const unsigned shift = argc > 3 ? (unsigned)atoi(argv[3]) : 16;
