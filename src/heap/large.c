@@ -1742,6 +1742,20 @@ static inline int tc_free(hpcmem_large_t *L, void *p, size_t *size_out) {
 
 /* ----------------------------------------------------- alloc and free */
 
+/* A block just handed out (under the lock): the tier's counts, and the
+ * thread's cache notes it (blocks over HPCMEM_LARGE_TC_BYTES are never
+ * cached).  Returns its usable bytes. */
+static inline size_t count_out(hpcmem_large_t *L, rec_t *r, size_t overhead) {
+  size_t u = usable(r);
+  L->live_blocks++;
+  L->live_bytes += u;
+  L->overhead_bytes += overhead;
+  L->alloc_count++;
+  DEBUG_LOCAL(L, r);
+  if (tc_self.on == L && u <= HPCMEM_LARGE_TC_BYTES) tc_note_out(&tc_self, r);
+  return u;
+}
+
 /* zero: clear what may be dirty of the block (outside the lock); nothing
  * else needs it, since free memory reads as zero outside its dirty hull. */
 static void *large_alloc(hpcmem_large_t *L, size_t size, size_t align, size_t *usable_out, int zero) {
@@ -1774,13 +1788,7 @@ static void *large_alloc(hpcmem_large_t *L, size_t size, size_t align, size_t *u
     r->state = REC_LIVE;
     r->dlo = r->dhi = NULL;
     mark_ends(L, r, size);
-    size_t u = usable(r);
-    L->live_blocks++;
-    L->live_bytes += u;
-    L->overhead_bytes += (size_t)(r->data - r->start);
-    L->alloc_count++;
-    DEBUG_LOCAL(L, r);
-    if (tc_self.on == L && u <= HPCMEM_LARGE_TC_BYTES) tc_note_out(&tc_self, r);
+    size_t u = count_out(L, r, (size_t)(r->data - r->start));
     finish_unlock(L, now);
     if (__builtin_expect(arm, 0)) tc_arm(L);
     if (usable_out) *usable_out = u;
@@ -1816,13 +1824,7 @@ static void *large_alloc(hpcmem_large_t *L, size_t size, size_t align, size_t *u
   mark_ends(L, r, size);
   L->last_out = r;
   if (in_huge_arena(L, r)) thp_advise(L, r);
-  size_t u = usable(r);
-  L->live_blocks++;
-  L->live_bytes += u;
-  L->overhead_bytes += lead;
-  L->alloc_count++;
-  DEBUG_LOCAL(L, r);
-  if (tc_self.on == L && u <= HPCMEM_LARGE_TC_BYTES) tc_note_out(&tc_self, r);   /* else never cached */
+  size_t u = count_out(L, r, lead);
   if (ends_on(L)) stale_unlock(L, r, now);
   else finish_unlock(L, now);
   if (__builtin_expect(arm, 0)) tc_arm(L);
