@@ -2,8 +2,11 @@
 # The functions a process that does not trace runs lie together right after
 # the PLT (src/hot-text.ld, docs/footprint.md): fails when the linker script
 # stops applying (-ffunction-sections lost, the section renamed), when the
-# allocator's entry points and start-up fall out of it, or when it grows past
-# the windows it is meant to save.
+# allocator's entry points and start-up fall out of it, when it grows past
+# the windows it is meant to save, and (with gdb) when the list is stale:
+# the programs src/hot-text.sh runs to make the list are run again with a
+# breakpoint on every function outside the section, and every function that
+# ran there is named.
 lib=$LIBHPCMEM
 fails=0
 ok() { echo "[       OK ] hot_text.$1"; }
@@ -23,4 +26,16 @@ for f in malloc free calloc realloc _hpcmem_init _hpcmem_heaps_init pthread_atfo
   a=$((0x$a))
   if [ $a -ge $start ] && [ $a -lt $((start + size)) ]; then ok "$f"; else fail "$f" "at $a, outside $start + $size"; fi
 done
+
+# stale list: what ran outside the section (about 10 s; gdb is in
+# quickstart.sh's package list)
+if ! command -v gdb > /dev/null; then
+  echo "[  SKIPPED ] hot_text.ran_outside (no gdb)"
+elif ! out=$(sh "$top_srcdir/src/hot-text.sh" --outside "$top_builddir" 2>&1); then
+  fail ran_outside "src/hot-text.sh --outside failed: $out"
+elif [ -n "$out" ]; then
+  fail ran_outside "ran outside .text.hpcmem_hot: $(echo $out) -- regenerate: sh src/hot-text.sh BUILDDIR > src/hot-text.ld"
+else
+  ok ran_outside
+fi
 [ $fails = 0 ]
