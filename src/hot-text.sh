@@ -104,3 +104,37 @@ for i in $(seq $RUN); do awk -v i=$i '{print $1, i}' "$T/hits.$i"; done |
   sed 's/.*/    *(.text.& .text.unlikely.& .text.startup.& .text.exit.&)/'
 echo "  }"
 echo "} INSERT BEFORE .text;"
+echo "/* The unwind tables at the end of the code, after what runs, instead of"
+echo " * beside .rodata: the start reads .rodata, and its fault-around window"
+echo " * mapped the 31 KiB of unwind tables with it (docs/footprint.md).  The"
+echo " * unwinders find them through PT_GNU_EH_FRAME wherever they are. */"
+echo "SECTIONS {"
+echo "  .eh_frame_hdr : { *(.eh_frame_hdr) }"
+echo "  .eh_frame : ONLY_IF_RO { KEEP (*(.eh_frame)) *(.eh_frame.*) }"
+echo "} INSERT AFTER .fini;"
+cat <<'EOS'
+/* The variables every process writes at start, so that their written parts
+ * share pages: the large tier's state (3.9 KiB, was on 2 pages); the size
+ * classes' geometry, the options' values and the cpu rows (rows of the cpus
+ * there are), then the node cpu sets (the rows of the nodes there are); the
+ * options' strings (written over 6.8 KiB) and the topology (its first 742
+ * bytes); the heaps (their first 2.5 KiB).  7 written pages of .bss at start
+ * instead of 11 (found by dumping .bss at _exit and by write-protecting it
+ * from _init under gdb, docs/footprint.md).  A variable renamed here falls
+ * back to the default place and only costs its pages. */
+SECTIONS {
+  .bss.hpcmem_start (NOLOAD) : ALIGN(4096) {
+    *(.bss._hpcmem_large)
+    . = ALIGN(4096);
+    *(.bss._hpcmem_class_geom)
+    *(.bss._hpcmem_opt_values)
+    *topo.o(.bss.C)
+    *topo.o(.bss.node_cpus)
+    . = ALIGN(4096);
+    *(.bss._hpcmem_opt_strings)
+    *topo.o(.bss.T)
+    . = ALIGN(4096);
+    *(.bss._hpcmem_heaps)
+  }
+} INSERT BEFORE .bss;
+EOS
