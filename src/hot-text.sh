@@ -32,6 +32,8 @@ if [ $outside = yes ]; then
   # functions may share a name); where a hit lay is asked at the stop
   nm "$LIB" | awk -v lo=$lo -v hi=$hi '$2 ~ /[tT]/ && (($1 "") < lo || ($1 "") >= hi) {print $3}' |
     grep -v '^_init$\|^_fini$' | sort -u > "$T/funcs"
+  # and _hpcmem_init, which every process runs: proof that gdb ran them at all
+  echo _hpcmem_init >> "$T/funcs"
 else
   nm "$LIB" | awk '$2 ~ /[tT]/ {print $3}' | grep -v '^_init$\|^_fini$' | sort -u > "$T/funcs"
 fi
@@ -72,6 +74,9 @@ run "$A/alloc_sizes" --mode touch --rounds 4 --min 4 --max 64M --factor 4
 run "$A/alloc_threads" --mode xfree --threads 2 --ops 400k --trials 1
 run "$A/alloc_threads" --mode local --threads 2 --ops 400k --trials 1
 if [ $outside = yes ]; then
+  for i in $(seq $RUN); do
+    grep -q '^_hpcmem_init ' "$T/hits.$i" 2>/dev/null || { echo "hot-text.sh: gdb did not run program $i into libhpcmem" >&2; exit 1; }
+  done
   cat "$T"/hits.* | awk '$2 != ".text.hpcmem_hot" {print $1}' | sort -u
   exit 0
 fi
