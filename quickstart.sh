@@ -15,7 +15,7 @@ jobs=$(nproc 2>/dev/null || echo 2)
 PACKAGES="build-essential autoconf automake libtool pkg-config make g++ gfortran
  libopenmpi-dev openmpi-bin libhwloc-dev hwloc libnuma-dev numactl libpapi-dev
  libgtest-dev zlib1g-dev libzstd-dev libunwind-dev libdw-dev elfutils
- libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack python3 iproute2 procps jq
+ libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack python3 iproute2 procps jq gdb
  librsvg2-bin"
 
 deps() {

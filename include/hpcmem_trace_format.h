@@ -166,6 +166,7 @@ static const uint32_t hmt_crc32c_table[256] = {
 };
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 /* The SSE4.2 crc32 instruction computes the same CRC-32C 8 bytes at a time. */
 __attribute__((target("sse4.2"))) static inline uint32_t hmt_crc32c_sse42(uint32_t crc, const uint8_t *p, size_t len) {
   uint64_t c = ~crc;
@@ -178,6 +179,20 @@ __attribute__((target("sse4.2"))) static inline uint32_t hmt_crc32c_sse42(uint32
   while (len--) c32 = __builtin_ia32_crc32qi(c32, *p++);
   return ~c32;
 }
+/* cpuid, asked once per translation unit.  Not __builtin_cpu_supports: that
+ * links libgcc's cpu-model constructor into every library including this
+ * header, and libhpcmem.so ran it (4.6 KiB of code, cpuid) at every start,
+ * tracing or not (docs/footprint.md). */
+static inline int hmt_crc32c_has_sse42(void) {
+  static int known; /* 0: not asked yet, 1: no, 2: yes */
+  int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
+  if (!k) {
+    unsigned a, b, c, d;
+    k = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_SSE4_2) ? 2 : 1;
+    __atomic_store_n(&known, k, __ATOMIC_RELAXED);
+  }
+  return k == 2;
+}
 #define HMT_CRC32C_HW 1
 #endif
 
@@ -185,7 +200,7 @@ __attribute__((target("sse4.2"))) static inline uint32_t hmt_crc32c_sse42(uint32
 static inline uint32_t hmt_crc32c(uint32_t crc, const void *buf, size_t len) {
   const uint8_t *p = (const uint8_t *)buf;
 #ifdef HMT_CRC32C_HW
-  if (len >= 64 && __builtin_cpu_supports("sse4.2")) return hmt_crc32c_sse42(crc, p, len);
+  if (len >= 64 && hmt_crc32c_has_sse42()) return hmt_crc32c_sse42(crc, p, len);
 #endif
   crc = ~crc;
   while (len--) crc = hmt_crc32c_table[(crc ^ *p++) & 0xff] ^ (crc >> 8);

@@ -993,6 +993,9 @@ static int plugins_off(void) {
 }
 
 static void release_hwloc(void) {
+  /* hwloc not opened (a start from sysfs): nothing to clear, and clearing
+   * would dirty two .bss pages of zeros in every process (docs/footprint.md) */
+  if (!H.lib && !T.topo) return;
   if (T.topo) hwloc_topology_destroy(T.topo);
   T.topo = NULL;
   memset(T.node_obj, 0, sizeof T.node_obj);
