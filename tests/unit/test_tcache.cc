@@ -176,13 +176,13 @@ TEST(_hpcmem_tcache_flush, an_idle_bin_goes_back_to_the_heap) {
     for (auto &p : v) p = malloc(idle);
     for (auto &p : v) free(p);
     hpcmem_bin_t *b = &_hpcmem_tc->bin[ci];
-    ASSERT_GT(b->count, 0u);                           // the idle class's bin holds objects
+    ASSERT_GT(_hpcmem_bin_held(b), 0u);                         // the idle class's bin holds objects
     // thousands of refills and flushes of another class, none of the idle one
-    for (int round = 0; round < 2000 && b->count; round++) {
+    for (int round = 0; round < 2000 && _hpcmem_bin_held(b); round++) {
       for (auto &p : v) p = malloc(busy);
       for (auto &p : v) free(p);
     }
-    EXPECT_EQ(b->count, 0u);
+    EXPECT_EQ(_hpcmem_bin_held(b), 0u);
     EXPECT_LE(b->max * idle, 8u << 10) << "an idle bin starts small again";
     EXPECT_EQ(hpcmem_check(), 0);
   }).join();
@@ -197,7 +197,7 @@ TEST(hpcmem_stats, retained_bytes_count_what_thread_caches_hold) {
     free(p1);                                         // into this thread's bin (slot, then list)
     free(p2);
     ASSERT_EQ(hpcmem_stats(&after), 0);
-    EXPECT_EQ(_hpcmem_tc->bin[_hpcmem_size_class(size)].count, 2u);
+    EXPECT_EQ(_hpcmem_bin_held(&_hpcmem_tc->bin[_hpcmem_size_class(size)]), 2u);
     EXPECT_EQ(after.retained_bytes - before.retained_bytes, 2 * size);
   }).join();
 }
