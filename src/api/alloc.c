@@ -442,13 +442,16 @@ static ALWAYS_INLINE void *bin_take(hpcmem_tcache_t *t, hpcmem_bin_t *b, unsigne
  * second free of the slot's object goes to the slow path).  0, or -1: the
  * slow path must see p.  Nothing malloc's hit reads is written here. */
 static ALWAYS_INLINE int bin_put(hpcmem_bin_t *b, void *p, uint64_t key) {
-  unsigned nf = b->nfreed, n = nf + b->count;
+  uint16_t n = (uint16_t)(b->nfreed + b->count);   /* 16 bits: compared with max in memory */
   if (HPCMEM_LIKELY(n != 0)) {                /* the slot is empty while a list is not */
     if (HPCMEM_UNLIKELY(((uint64_t *)p)[1] == key) || HPCMEM_UNLIKELY(n >= b->max)) return -1;
     *(void **)p = b->freed;
     ((uint64_t *)p)[1] = key;
     b->freed = p;
-    b->nfreed = (uint16_t)(nf + 1);
+    /* nfreed + 1 added in memory: kept in a register since the load above,
+     * it cost a copy and a separate store (two instructions) */
+    __asm__("" : : : "memory");
+    b->nfreed++;
     return 0;
   }
   if (HPCMEM_UNLIKELY(p == b->freed)) return -1;   /* the slot's object */
