@@ -276,16 +276,20 @@ void *_hpcmem_tcache_refill(hpcmem_tcache_t *t, unsigned cls) {
 void _hpcmem_tcache_flush(hpcmem_tcache_t *t, unsigned cls) {
   hpcmem_bin_t *b = &t->bin[cls];
   unsigned keep = b->max / 2;
-  _hpcmem_bin_join(b);
   bin_event(t, cls);
   bin_resize(b, cls);
   if (keep > b->max / 2) keep = b->max / 2;
-  unsigned n = b->count - keep;
-  void *list = b->head, *cut = list;
+  unsigned n = _hpcmem_bin_held(b) - keep;
+  /* the objects freed last go, from free's list alone when it holds enough
+   * (a thread that only frees does not walk to the end of its list) */
+  if (b->nfreed < n) _hpcmem_bin_join(b);
+  void **from = b->nfreed ? &b->freed : &b->head;
+  uint16_t *left = b->nfreed ? &b->nfreed : &b->count;
+  void *list = *from, *cut = list;
   for (unsigned i = 1; i < n; i++) cut = *(void **)cut;
-  b->head = *(void **)cut;
+  *from = *(void **)cut;           /* NULL when the list went whole */
   *(void **)cut = NULL;
-  b->count = (uint16_t)(b->count - n);
+  *left = (uint16_t)(*left - n);
   _hpcmem_heap_flush(t->heap, list, n, &t->st.remote_free_count);
 }
 

@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -185,6 +186,34 @@ TEST(_hpcmem_tcache_flush, an_idle_bin_goes_back_to_the_heap) {
     EXPECT_EQ(_hpcmem_bin_held(b), 0u);
     EXPECT_LE(b->max * idle, 8u << 10) << "an idle bin starts small again";
     EXPECT_EQ(hpcmem_check(), 0);
+  }).join();
+}
+
+// free pushes onto the bin's free list and malloc pops its own list; a full
+// bin flushes the objects freed last, from the free list alone when it holds
+// enough.  Nothing may be lost or handed out twice on the way.
+TEST(_hpcmem_tcache_flush, a_full_bin_flushes_from_the_free_list_and_loses_nothing) {
+  std::thread([] {
+    size_t size = 896;                                // a class only this test uses
+    free(malloc(size));                               // the thread has its cache now
+    hpcmem_bin_t *b = &_hpcmem_tc->bin[_hpcmem_size_class(size)];
+    std::vector<void *> v(700);
+    for (int round = 0; round < 4; round++) {
+      for (auto &p : v) p = malloc(size);
+      std::vector<void *> sorted(v);
+      std::sort(sorted.begin(), sorted.end());
+      ASSERT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end()) << "an object handed out twice";
+      for (size_t i = 0; i < v.size(); i++) {
+        free(v[i]);
+        ASSERT_LE(_hpcmem_bin_held(b), b->max);
+        if (i % 2) {                                  // malloc's list and free's list both in use
+          v[i] = malloc(size);
+          free(v[i]);
+        }
+      }
+      EXPECT_GT(b->nfreed + b->count, 0u);
+    }
+    EXPECT_EQ(hpcmem_check(), 0);                     // the spans' counts add up
   }).join();
 }
 
