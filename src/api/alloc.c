@@ -229,18 +229,12 @@ static void *alloc_slow(hpcmem_tcache_t *t, size_t n, size_t align, int zeroed) 
   unsigned cls = (n < _hpcmem_large_threshold && align <= ((size_t)1 << _hpcmem_heaps.block_shift)) ? class_for(n, align) : 0;
   if (cls) {
     hpcmem_bin_t *b = &t->bin[cls];
-    if (!b->head && b->nfreed) {                   /* the same order as malloc's fast path */
-      b->head = b->freed;
-      b->count = b->nfreed;
-      b->freed = NULL;
-      b->nfreed = 0;
-    }
-    if ((p = b->head) != NULL) {
+    if ((p = b->head) != NULL) {                  /* the same order as malloc's fast path */
       b->head = *(void **)p;
       b->count--;
       ((uint64_t *)p)[1] = 0;                      /* not a cached object any more */
-    } else if ((p = b->freed) != NULL) {
-      b->freed = NULL;                             /* the slot's object does not carry the key */
+    } else if ((p = b->slot) != NULL) {
+      b->slot = NULL;                              /* the slot's object does not carry the key */
     } else if (b->nfresh) {
       p = t->fresh[cls];
       t->fresh[cls] += _hpcmem_class_size[cls];
@@ -322,10 +316,10 @@ static int free_any(hpcmem_tcache_t *t, void *p, const char *fn) {
   if (s && s->kind == HPCMEM_SPAN_SMALL) {
     if (!_hpcmem_span_is_object(s, p)) { misuse(fn, p, "pointer into the middle of a block (not returned by malloc)"); return -1; }
     hpcmem_bin_t *b = &t->bin[s->cls];
-    /* as on the fast path, p goes into the slot of a bin with empty lists
-     * without being read (it cannot be on them); otherwise the key is checked */
-    int mine = s->heap == t->heap_index, empty = mine && !_hpcmem_bin_held(b);
-    if (p == _hpcmem_bin_slot(b) ||
+    /* as on the fast path, p goes into an empty list's slot without being
+     * read (it cannot be on the empty list); otherwise the key is checked */
+    int mine = s->heap == t->heap_index, empty = mine && !b->count;
+    if (p == b->slot ||
         (!empty && ((uint64_t *)p)[1] == _hpcmem_free_key && is_double_free(t, s, p))) {
       misuse(fn, p, "double free");
       return -1;
@@ -339,11 +333,10 @@ static int free_any(hpcmem_tcache_t *t, void *p, const char *fn) {
       _hpcmem_tcache_bin_start(t, s->cls);
       if (empty) _hpcmem_tcache_put_empty(b, p, _hpcmem_free_key);
       else {
-        *(void **)p = b->freed;
+        *(void **)p = b->head;
         ((uint64_t *)p)[1] = _hpcmem_free_key;
-        b->freed = p;
-        b->nfreed++;
-        if (_hpcmem_bin_held(b) > b->max) _hpcmem_tcache_flush(t, s->cls);
+        b->head = p;
+        if (++b->count > b->max) _hpcmem_tcache_flush(t, s->cls);
       }
     }
   } else if (s) {
@@ -407,9 +400,9 @@ _Static_assert(sizeof(hpcmem_bin_t) == 32 && sizeof(hpcmem_class_geom_t) == 32 &
 /* The hits themselves, shared by the fast paths and their settling paths. */
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
-/* An object from bin b (class c): the head of malloc's list (which takes
- * over free's list when it runs out), else the slot's object, else a fresh
- * one (neither was written: no key to clear); NULL when the bin is empty. */
+/* An object from bin b (class c): the list's head, else the slot's object,
+ * else a fresh one (neither was written: no key to clear); NULL when the bin
+ * is empty. */
 static ALWAYS_INLINE void *bin_take(hpcmem_tcache_t *t, hpcmem_bin_t *b, unsigned c) {
   void *p = b->head;
   if (HPCMEM_LIKELY(p != NULL)) {
@@ -418,15 +411,8 @@ static ALWAYS_INLINE void *bin_take(hpcmem_tcache_t *t, hpcmem_bin_t *b, unsigne
     __builtin_prefetch(next, 1);               /* the next malloc's object: freed on another core, it misses */
     b->count--;
     ((uint64_t *)p)[1] = 0;                    /* not a cached object any more */
-  } else if ((p = b->freed) != NULL) {
-    b->freed = NULL;
-    unsigned nf = b->nfreed;
-    if (nf) {                                  /* once per list: free's list becomes malloc's */
-      b->head = *(void **)p;
-      b->count = (uint16_t)(nf - 1);
-      b->nfreed = 0;
-      ((uint64_t *)p)[1] = 0;
-    }                                          /* else the slot's object */
+  } else if ((p = b->slot) != NULL) {
+    b->slot = NULL;
   } else if (HPCMEM_LIKELY(b->nfresh != 0)) {
     p = t->fresh[c];
     t->fresh[c] = (char *)p + _hpcmem_class_size[c];   /* not b->step: the hit's subtraction keeps its load */
@@ -435,26 +421,22 @@ static ALWAYS_INLINE void *bin_take(hpcmem_tcache_t *t, hpcmem_bin_t *b, unsigne
   return p;
 }
 
-/* p (an object of bin b's class, of the thread's heap) into bin b: onto
- * free's list when it does not carry the free key (a suspected double free
- * goes to the slow path's search) and the bin has room; when both lists are
- * empty, into the slot without being read (p cannot be on an empty list; a
- * second free of the slot's object goes to the slow path).  0, or -1: the
- * slow path must see p.  Nothing malloc's hit reads is written here. */
+/* p (an object of bin b's class, of the thread's heap) into bin b: onto the
+ * list when it does not carry the free key (a suspected double free goes to
+ * the slow path's search) and the list has room; when the list is empty,
+ * into the slot without being read (p cannot be on the empty list; a second
+ * free of the slot's object goes to the slow path).  0, or -1: the slow path
+ * must see p. */
 static ALWAYS_INLINE int bin_put(hpcmem_bin_t *b, void *p, uint64_t key) {
-  uint16_t n = (uint16_t)(b->nfreed + b->count);   /* 16 bits: compared with max in memory */
-  if (HPCMEM_LIKELY(n != 0)) {                /* the slot is empty while a list is not */
-    if (HPCMEM_UNLIKELY(((uint64_t *)p)[1] == key) || HPCMEM_UNLIKELY(n >= b->max)) return -1;
-    *(void **)p = b->freed;
+  if (HPCMEM_LIKELY(b->count != 0)) {         /* the slot is empty while the list is not */
+    if (HPCMEM_UNLIKELY(((uint64_t *)p)[1] == key) || HPCMEM_UNLIKELY(b->count >= b->max)) return -1;
+    *(void **)p = b->head;
     ((uint64_t *)p)[1] = key;
-    b->freed = p;
-    /* nfreed + 1 added in memory: kept in a register since the load above,
-     * it cost a copy and a separate store (two instructions) */
-    __asm__("" : : : "memory");
-    b->nfreed++;
+    b->head = p;
+    b->count++;
     return 0;
   }
-  if (HPCMEM_UNLIKELY(p == b->freed)) return -1;   /* the slot's object */
+  if (HPCMEM_UNLIKELY(p == b->slot)) return -1;
   _hpcmem_tcache_put_empty(b, p, key);
   return 0;
 }

@@ -133,12 +133,11 @@ static void bin_resize(hpcmem_bin_t *b, unsigned cls) {
 static void scavenge(hpcmem_tcache_t *t) {
   for (unsigned c = 1; c < HPCMEM_NCLASSES; c++) {
     hpcmem_bin_t *b = &t->bin[c];
-    if ((t->bins_active >> c) & 1 || (!((t->started >> c) & 1) && !_hpcmem_bin_held(b) && !b->nfresh)) continue;
+    if ((t->bins_active >> c) & 1 || (!((t->started >> c) & 1) && !b->count && !b->nfresh)) continue;
     if (b->nfresh) {
-      if (!_hpcmem_heap_uncarve(t->fresh[c], b->nfresh)) continue;   /* the fresh range first, then the lists */
+      if (!_hpcmem_heap_uncarve(t->fresh[c], b->nfresh)) continue;   /* the fresh range first, then the list */
       b->nfresh = 0;
     }
-    _hpcmem_bin_join(b);
     if (b->count) _hpcmem_heap_flush(t->heap, b->head, b->count, &t->st.remote_free_count);
     b->head = NULL;
     b->count = 0;
@@ -218,8 +217,8 @@ static hpcmem_lone_t *lone_offer(hpcmem_tcache_t *t, unsigned cls, hpcmem_lone_t
   for (uint64_t m = t->started & ~t->lent & ~t->kept_hot & ~((uint64_t)1 << cls); m && l->n < HPCMEM_LONE_MAX; m &= m - 1) {
     unsigned c = (unsigned)__builtin_ctzll(m);
     hpcmem_bin_t *b = &t->bin[c];
-    if (!_hpcmem_bin_slot(b) || _hpcmem_bin_held(b) || b->nfresh) continue;
-    l->obj[l->n] = b->freed;
+    if (!b->slot || b->count || b->nfresh) continue;
+    l->obj[l->n] = b->slot;
     l->cls[l->n++] = c;
   }
   return l->n ? l : NULL;
@@ -254,7 +253,7 @@ void *_hpcmem_tcache_refill(hpcmem_tcache_t *t, unsigned cls) {
   hpcmem_refill_t r;
   unsigned got = _hpcmem_heap_refill(t->heap, cls, &r, want, most, offer);
   if (offer && lone.taken >= 0) {
-    t->bin[lone.cls[lone.taken]].freed = NULL;     /* it was the slot's */
+    t->bin[lone.cls[lone.taken]].slot = NULL;
     t->lent |= (uint64_t)1 << lone.cls[lone.taken];
   }
   if (!got) {   /* this group's slice is full: borrow from the other groups */
@@ -265,7 +264,7 @@ void *_hpcmem_tcache_refill(hpcmem_tcache_t *t, unsigned cls) {
   b->head = r.list;             /* they carry the free key (heap refill) */
   b->count = (uint16_t)r.nlist;
   t->fresh[cls] = r.fresh;
-  b->nfresh = (uint16_t)r.nfresh;
+  b->nfresh = r.nfresh;
   if (__builtin_expect(!__atomic_load_n(&first_written, __ATOMIC_RELAXED), 0)) {
     __atomic_store_n(&first_written, 1, __ATOMIC_RELAXED);
     *(volatile char *)r.first = 0;  /* a fresh object reads 0: its content does not change */
@@ -279,17 +278,12 @@ void _hpcmem_tcache_flush(hpcmem_tcache_t *t, unsigned cls) {
   bin_event(t, cls);
   bin_resize(b, cls);
   if (keep > b->max / 2) keep = b->max / 2;
-  unsigned n = _hpcmem_bin_held(b) - keep;
-  /* the objects freed last go, from free's list alone when it holds enough
-   * (a thread that only frees does not walk to the end of its list) */
-  if (b->nfreed < n) _hpcmem_bin_join(b);
-  void **from = b->nfreed ? &b->freed : &b->head;
-  uint16_t *left = b->nfreed ? &b->nfreed : &b->count;
-  void *list = *from, *cut = list;
+  unsigned n = b->count - keep;
+  void *list = b->head, *cut = list;
   for (unsigned i = 1; i < n; i++) cut = *(void **)cut;
-  *from = *(void **)cut;           /* NULL when the list went whole */
+  b->head = *(void **)cut;
   *(void **)cut = NULL;
-  *left = (uint16_t)(*left - n);
+  b->count = (uint16_t)(b->count - n);
   _hpcmem_heap_flush(t->heap, list, n, &t->st.remote_free_count);
 }
 
@@ -300,17 +294,16 @@ void _hpcmem_tcache_flush_all(hpcmem_tcache_t *t) {
     /* fresh objects go back unwritten when they were their span's last carving
      * (a thread's exit would otherwise touch pages nobody used); the others and
      * the slot's object join spans' lists, which carry keys: written now */
-    _hpcmem_bin_join(b);           /* freed is the slot now */
     if (b->nfresh && _hpcmem_heap_uncarve(t->fresh[c], b->nfresh)) b->nfresh = 0;
     for (unsigned i = 0; i <= b->nfresh; i++) {
-      void *p = i ? t->fresh[c] + (size_t)(i - 1) * size : b->freed;
+      void *p = i ? t->fresh[c] + (size_t)(i - 1) * size : b->slot;
       if (!p) continue;
       *(void **)p = b->head;
       ((uint64_t *)p)[1] = _hpcmem_free_key;
       b->head = p;
       b->count++;
     }
-    b->freed = NULL;
+    b->slot = NULL;
     b->nfresh = 0;
     if (!b->count) continue;
     _hpcmem_heap_flush(t->heap, b->head, b->count, &t->st.remote_free_count);
@@ -344,11 +337,8 @@ void _hpcmem_tcache_fork_child(void) {
 
 int _hpcmem_tcache_contains(hpcmem_tcache_t *t, unsigned cls, const void *p) {
   unsigned n = 0;
-  if (_hpcmem_bin_slot(&t->bin[cls]) == p) return 1;
+  if (t->bin[cls].slot == p) return 1;
   for (void *q = t->bin[cls].head; q && n <= t->bin[cls].count; q = *(void **)q, n++)
-    if (q == p) return 1;
-  n = 0;
-  for (void *q = t->bin[cls].nfreed ? t->bin[cls].freed : NULL; q && n <= t->bin[cls].nfreed; q = *(void **)q, n++)
     if (q == p) return 1;
   return 0;
 }
@@ -368,7 +358,7 @@ void _hpcmem_tcache_merge_stats(hpcmem_stats_t *out, uint64_t *cur_unpublished) 
     out->alloc_time_ns += t->alloc_ticks;   /* ticks: the caller converts */
     *cur_unpublished += (uint64_t)((int64_t)(b_alloc - b_freed) - t->published);
     for (unsigned c = 1; c < HPCMEM_NCLASSES; c++)    /* free objects the bin holds (not its fresh range) */
-      out->retained_bytes += ((uint64_t)_hpcmem_bin_held(&t->bin[c]) + (_hpcmem_bin_slot(&t->bin[c]) != NULL)) * _hpcmem_class_size[c];
+      out->retained_bytes += ((uint64_t)t->bin[c].count + (t->bin[c].slot != NULL)) * _hpcmem_class_size[c];
   }
   _hpcmem_unlock(&registry_lock);
 }

@@ -16,48 +16,25 @@
 /* A thread publishes its live-bytes change once it drifts this far. */
 #define HPCMEM_PUBLISH_BYTES ((int64_t)64 << 10)
 
-/* A bin holds objects three ways.  Two lists linked through the objects'
- * first word, each object carrying the free key in its second word: malloc
- * pops from `head`, free pushes onto `freed`, and malloc takes the whole
- * free list over when its own runs out (the slow paths join them first).
- * Separate lists keep malloc's loads off free's stores: free's bin, and so
- * the address of its stores, is known only once the pointer it was given has
- * come from memory and its chunk's class is read, and with one list the
- * next malloc's load of the head waited for that store (the cpu predicts
- * that a load which often read a recent store depends on it): see
- * docs/allocator.md, two lists.  While both lists are empty, `freed` is a
- * slot: it holds one freed object without writing into it or reading it,
- * so a malloc/free loop cycles one object and never touches its memory (the
- * next free writes the slot's object and starts the free list with it).
- * Last, a range of fresh objects never written (from a refill), handed out
- * by bumping a pointer (hpcmem_tcache_t.fresh): a class's memory is first
- * touched by the program, not by the allocator.  A class this thread never
- * used (not in `started`) takes a single object at its first refill.  32
- * bytes: everything a hit reads of its bin is in one cache line. */
+/* A bin holds objects three ways.  A list linked through the objects' first
+ * word, each carrying the free key in its second word: what malloc and free
+ * use while a thread holds objects of the class.  When the list is empty, a
+ * slot holds one freed object without writing into it or reading it, so a
+ * malloc/free loop cycles one object and never touches its memory; the slot
+ * is full only while the list is empty (the first object pushed moves it
+ * onto the list), which keeps it off the list paths.  Last, a range of fresh
+ * objects never written (from a refill), handed out by bumping a pointer
+ * (hpcmem_tcache_t.fresh): a class's memory is first touched by the program,
+ * not by the allocator.  A class this thread never used (not in `started`)
+ * takes a single object at its first refill.  32 bytes: everything a list or
+ * slot hit reads of its bin is in one cache line. */
 typedef struct hpcmem_bin {
-  void *head;                      /* malloc's list: count objects */
-  void *freed;                     /* free's list (nfreed objects); when both are empty, the slot:
-                                      NULL or one free object, not written */
+  void *head;
   uint64_t step;                   /* what a hit takes from the accounting word: (size << 32) | 1 */
-  uint16_t count, nfreed, max;     /* count + nfreed <= max <= 512; nfreed == 0: no free list */
-  uint16_t nfresh;                 /* fresh objects from fresh[class] on, one class size apart (< 512) */
+  uint16_t count, max;             /* objects on the list; max <= 512 */
+  uint32_t nfresh;                 /* fresh objects from fresh[class] on, one class size apart */
+  void *slot;                      /* NULL or one free object, not written; only while count == 0 */
 } __attribute__((aligned(32))) hpcmem_bin_t;
-/* Objects on bin b's lists (not the slot). */
-static inline unsigned _hpcmem_bin_held(const hpcmem_bin_t *b) { return (unsigned)b->count + b->nfreed; }
-/* The slot's object or NULL (freed is NULL while count > 0 and nfreed == 0). */
-static inline void *_hpcmem_bin_slot(const hpcmem_bin_t *b) { return b->nfreed ? NULL : b->freed; }
-/* free's list goes in front of malloc's (slow paths: they see one list;
- * the slot stays). */
-static inline void _hpcmem_bin_join(hpcmem_bin_t *b) {
-  void *f = b->freed, *q = f;
-  if (!b->nfreed) return;
-  for (unsigned i = 1; i < b->nfreed; i++) q = *(void **)q;
-  *(void **)q = b->head;
-  b->head = f;
-  b->count = (uint16_t)(b->count + b->nfreed);
-  b->freed = NULL;
-  b->nfreed = 0;
-}
 
 /* The fast paths' statistics, one word per direction: its high 32 bits are
  * the bytes the fast path may still allocate (free) before the slow path
@@ -176,20 +153,21 @@ hpcmem_tcache_t *_hpcmem_tcache_get(void);
 void *_hpcmem_tcache_refill(hpcmem_tcache_t *t, unsigned cls);
 /* Class cls is used by this thread: its next refill is not its first. */
 void _hpcmem_tcache_bin_start(hpcmem_tcache_t *t, unsigned cls);
-/* Put p (freed, of the bin's class, of the thread's heap) into bin b when
- * both its lists are empty: into the empty slot without writing it, or onto
- * a new free list after the slot's object.  Returns 0, or -1 when p is the
- * slot's object (a double free). */
+/* Put p (freed, of class cls, of the thread's heap) into bin cls when its
+ * list is empty: into the empty slot without writing it, or onto the list
+ * after the slot's object.  Returns 0, or -1 when p is the slot's object (a
+ * double free). */
 static inline int _hpcmem_tcache_put_empty(hpcmem_bin_t *b, void *p, uint64_t key) {
-  void *q = b->freed;
-  if (!q) { b->freed = p; return 0; }
+  void *q = b->slot;
+  if (!q) { b->slot = p; return 0; }
   if (q == p) return -1;
-  *(void **)q = NULL;              /* the lists are empty: q ends the free list */
+  *(void **)q = NULL;              /* the list is empty: q ends it */
   ((uint64_t *)q)[1] = key;
   *(void **)p = q;
   ((uint64_t *)p)[1] = key;
-  b->freed = p;
-  b->nfreed = 2;
+  b->head = p;
+  b->count = 2;
+  b->slot = NULL;
   return 0;
 }
 /* Flush half of bin cls back to the heaps. */

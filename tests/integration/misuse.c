@@ -1,5 +1,5 @@
 /* Misuse on purpose, for test_misuse.sh: one kind of bad free per run.
- *   misuse KIND    KIND: interior double double-slot double-list double-head foreign stack interior-large double-large
+ *   misuse KIND    KIND: interior double double-slot double-list foreign stack interior-large double-large
  *                        misaligned-large realloc-foreign unallocated double-remote
  *                        interior-run unallocated-run
  * Prints "survived" and exits 0 when the allocator let it go on.
@@ -65,16 +65,6 @@ int main(int argc, char **argv) {
   else if (!strcmp(k, "double-slot")) { char *q = malloc(60000); free(q); free(q); }
   /* q into the slot, r moves it onto the list: the key marks it */
   else if (!strcmp(k, "double-list")) { char *q = malloc(60000), *r = malloc(60000); free(q); free(r); free(q); }
-  /* q on malloc's list (the free list it took over), r on free's: the key marks q */
-  else if (!strcmp(k, "double-head")) {
-    char *q = malloc(60000), *r = malloc(60000), *x = malloc(60000), *y;
-    free(q);
-    free(x);
-    y = malloc(60000);                        /* x; q stays on malloc's list */
-    free(r);
-    free(q);
-    free(y);
-  }
   else if (!strcmp(k, "foreign")) free(other + 64);
   else if (!strcmp(k, "stack")) free(local);
   else if (!strcmp(k, "interior-large")) free(big + 4096);

