@@ -1743,6 +1743,20 @@ static inline int tc_free(hpcmem_large_t *L, void *p, size_t *size_out) {
 
 /* ----------------------------------------------------- alloc and free */
 
+/* A block just handed out (under the lock): the tier's counts, and the
+ * thread's cache notes it (blocks over HPCMEM_LARGE_TC_BYTES are never
+ * cached).  Returns its usable bytes. */
+static inline size_t count_out(hpcmem_large_t *L, rec_t *r, size_t overhead) {
+  size_t u = usable(r);
+  L->live_blocks++;
+  L->live_bytes += u;
+  L->overhead_bytes += overhead;
+  L->alloc_count++;
+  DEBUG_LOCAL(L, r);
+  if (tc_self.on == L && u <= HPCMEM_LARGE_TC_BYTES) tc_note_out(&tc_self, r);
+  return u;
+}
+
 /* Under the lock, a request larger than every block the thread's cache
  * holds (a miss): a cached block that can grow in place to kb bytes (it
  * ends at its arena's top, or before a free block that reaches far enough)
@@ -1752,11 +1766,16 @@ static inline int tc_free(hpcmem_large_t *L, void *p, size_t *size_out) {
  * growing work array) then costs no release into the trees and no carve:
  * the first 256 KiB allocation after 128 KiB ones took 1,500-2,300 TSC
  * ticks that way on the development VM, the same path warm ~400 (its tree
- * operations and hash updates run cold once per size).  NULL: no such
- * block (the caller goes on to tc_window, which flushes the cache). */
-static __attribute__((noinline)) rec_t *tc_grow(hpcmem_large_t *L, size_t kb, size_t size) {
+ * operations and hash updates run cold once per size).  Returns the data
+ * with the lock released, or NULL with it held (no such block: the caller
+ * goes on to tc_window, which gives the cached blocks back).  Out of line
+ * with its hand-out and its checks: in large_alloc, they cost every locked
+ * allocation of the residents benchmark (cache off) 4-12 instructions. */
+static __attribute__((noinline)) char *tc_grow(hpcmem_large_t *L, size_t kb, size_t size, size_t align, int zero,
+                                                uint64_t now, size_t *usable_out) {
   struct hpcmem_large_tc *c = &tc_self;
-  if (ends_on(L) || (L->narenas > 1 && size >= L->huge_min)) return NULL;
+  /* not for calloc (cached blocks are dirty) nor a larger alignment */
+  if (zero || align != L->align || c->on != L || ends_on(L) || (L->narenas > 1 && size >= L->huge_min)) return NULL;
   for (unsigned m = c->used; m; m &= m - 1) {
     unsigned i = (unsigned)__builtin_ctz(m);
     rec_t *r = __atomic_load_n(&c->slot[i], __ATOMIC_RELAXED);   /* the decay pass takes slots under the lock only */
@@ -1771,24 +1790,13 @@ static __attribute__((noinline)) rec_t *tc_grow(hpcmem_large_t *L, size_t kb, si
     L->tc_grows++;
     r->state = REC_LIVE;
     mark_ends(L, r, size);
-    return r;
+    L->last_out = r;
+    size_t u = count_out(L, r, over);
+    finish_unlock(L, now);
+    if (usable_out) *usable_out = u;
+    return r->data;
   }
   return NULL;
-}
-
-
-/* A block just handed out (under the lock): the tier's counts, and the
- * thread's cache notes it (blocks over HPCMEM_LARGE_TC_BYTES are never
- * cached).  Returns its usable bytes. */
-static inline size_t count_out(hpcmem_large_t *L, rec_t *r, size_t overhead) {
-  size_t u = usable(r);
-  L->live_blocks++;
-  L->live_bytes += u;
-  L->overhead_bytes += overhead;
-  L->alloc_count++;
-  DEBUG_LOCAL(L, r);
-  if (tc_self.on == L && u <= HPCMEM_LARGE_TC_BYTES) tc_note_out(&tc_self, r);
-  return u;
 }
 
 /* zero: clear what may be dirty of the block (outside the lock); nothing
@@ -1813,15 +1821,13 @@ static void *large_alloc(hpcmem_large_t *L, size_t size, size_t align, size_t *u
   _hpcmem_lock_st(&L->lock);
   uint64_t now = clock_tick(L);
   int arm = 0;
-  if (__builtin_expect(tc_self.used != 0, 0) && tc_self.on == L && !zero && align == L->align && (r = tc_grow(L, kb, size))) {
-    L->last_out = r;
-    size_t u = count_out(L, r, (size_t)(r->data - r->start));
-    finish_unlock(L, now);
-    if (usable_out) *usable_out = u;
-    return r->data;
+  /* one countdown a call while the cache is off (see tc_window); a cache
+   * that holds blocks first tries to grow one for the request (tc_grow) */
+  if (L->tc_on && ((--tc_self.wait < 0) | (tc_self.used != 0))) {
+    char *p;
+    if (tc_self.used && (p = tc_grow(L, kb, size, align, zero, now, usable_out))) return p;
+    arm = tc_window(L, now);
   }
-  /* one countdown a call while the cache is off (see tc_window) */
-  if (L->tc_on && ((--tc_self.wait < 0) | (tc_self.used != 0))) arm = tc_window(L, now);
   int qi;
   if (L->nquick && !zero && (qi = quick_find(L, kb, align)) >= 0) {
     r = L->quick[qi];
