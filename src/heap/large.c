@@ -1788,6 +1788,8 @@ static __attribute__((noinline)) char *tc_grow(hpcmem_large_t *L, size_t kb, siz
     L->live_bytes -= old;
     L->overhead_bytes -= over;
     L->tc_grows++;
+    L->free_count++;                   /* as tc_window's release of the block and a carve would
+                                          count: the cached block's free, then an allocation */
     r->state = REC_LIVE;
     mark_ends(L, r, size);
     L->last_out = r;

@@ -694,7 +694,8 @@ TEST(_hpcmem_large_alloc, ThreadCacheBlockGrowsInPlace) {
     EXPECT_EQ(s.tcache_blocks, 1u);           // x stays cached
     EXPECT_EQ(s.live_blocks, 1u);
     EXPECT_EQ(s.live_bytes, u);
-    EXPECT_EQ(s.alloc_count, s0.alloc_count + 1);   // a locked allocation of the tier
+    EXPECT_EQ(s.alloc_count, s0.alloc_count + 1);   // counted as the release and the carve were:
+    EXPECT_EQ(s.free_count, s0.free_count + 1);     // the cached block's free, an allocation
     EXPECT_EQ(s.grow_count, s0.grow_count + 1);
     EXPECT_EQ(s.mapped_bytes, s.live_bytes + s.overhead_bytes + s.free_bytes);
     EXPECT_EQ(t.check(), 0);
