@@ -32,6 +32,9 @@ hpcmem_tcache_t *_hpcmem_thread_cache(void);
 
 /* statistics (stats.c) */
 void _hpcmem_stats_publish(hpcmem_tcache_t *t);
+/* The same for a thread whose counters are settled already (its accounting
+ * words emptied, as _hpcmem_stats_maybe_publish does before it calls). */
+void _hpcmem_stats_publish_settled(hpcmem_tcache_t *t);
 /* The thread's live bytes moved HPCMEM_PUBLISH_BYTES or more, but less than
  * HPCMEM_QUIET_DRIFT, from what it published (its counters settled):
  * publish, unless nothing needs it (stats.c). */
@@ -56,7 +59,7 @@ static inline void _hpcmem_stats_maybe_publish(hpcmem_tcache_t *t) {
     t->credit_free = (uint32_t)(f >> 32);
     __atomic_store_n(&t->acct_free, f | HPCMEM_ACCT_CALLS, __ATOMIC_RELAXED);
     if ((uint64_t)(drift + HPCMEM_QUIET_DRIFT - 1) < (uint64_t)(2 * HPCMEM_QUIET_DRIFT - 1)) _hpcmem_stats_drifted(t);
-    else _hpcmem_stats_publish(t);   /* the residents benchmark's usual case: 13 instructions less */
+    else _hpcmem_stats_publish_settled(t);   /* the residents benchmark's usual case: 13 instructions less */
   } else {
     _hpcmem_tcache_set_budgets(t, drift);
   }

@@ -102,6 +102,8 @@ typedef struct hpcmem_large_stats {
                              alloc_count and free_count of the tier) */
   size_t tcache_off;      /* threads' caches switched off now (they missed; see tc_window) */
   uint64_t tcache_offs;   /* times a thread's cache was switched off */
+  uint64_t tcache_grows;  /* larger requests served by growing a thread's cached block in place
+                             (under the lock; counted in alloc_count) */
   uint64_t spot_hits;     /* allocations placed on a landing spot (counted in land_hits too) */
   uint64_t alloc_count;
   uint64_t free_count;
@@ -189,6 +191,7 @@ typedef struct hpcmem_large {
   struct hpcmem_large_tc *tcs;           /* the caches of live threads, under the lock */
   uint64_t tc_hits_gone;                 /* hits of the caches of threads that exited */
   uint64_t tc_offs_gone;                 /* ... and their switches off */
+  uint64_t tc_grows;                     /* cached blocks grown for a larger request (tc_grow) */
 
   size_t live_bytes, overhead_bytes, free_bytes, retained_bytes, decayed_bytes;
   size_t live_blocks, free_blocks;

@@ -598,12 +598,14 @@ TEST(_hpcmem_large_free, ThreadCacheKeepsAndReusesABlock) {
     EXPECT_EQ(s.tcache_hits, 2u);
     EXPECT_EQ(s.alloc_count, 1u);       // hits are not the tier's allocations
     EXPECT_EQ(t.check(), 0);
-    // a size the cache cannot serve: the cached block goes back first
+    // a larger size: the cached block, at the top of the arena, grows in place
     ASSERT_EQ(t.free(b), 0);
     char *c = t.alloc(1 * MiB);
     ASSERT_NE(c, nullptr);
+    EXPECT_EQ(c, a);
     s = t.stats();
     EXPECT_EQ(s.tcache_blocks, 0u);
+    EXPECT_EQ(s.tcache_grows, 1u);
     EXPECT_EQ(s.live_blocks, 1u);
     EXPECT_EQ(t.check(), 0);
     EXPECT_EQ(t.free(c), 0);
@@ -625,9 +627,13 @@ TEST(_hpcmem_large_free, ThreadCacheBounds) {
     EXPECT_LE(s.tcache_bytes, HPCMEM_LARGE_TC_BYTES);
     EXPECT_EQ(s.live_blocks, 0u);
     EXPECT_EQ(t.check(), 0);
-    char *big = t.alloc(2 * MiB);       // more than the cache's bytes: never cached
+    // more than the cache's bytes: never cached; a larger alignment than the
+    // grid: no cached block grows for it (tc_grow), so this is a miss
+    char *big = t.alloc(2 * MiB, 64 * KiB);
+    ASSERT_NE(big, nullptr);
     ASSERT_EQ(t.free(big), 0);
     EXPECT_EQ(t.stats().tcache_blocks, 0u);   // the miss gave the cached ones back
+    EXPECT_EQ(t.stats().tcache_grows, 0u);
     EXPECT_EQ(t.check(), 0);
   });
 }
@@ -661,6 +667,86 @@ TEST(_hpcmem_large_free, ThreadCacheDoubleFreeAndInteriorPointers) {
     EXPECT_EQ(t.free(c), -EALREADY);
     EXPECT_EQ(t.free(b), 0);
     EXPECT_EQ(t.free(b), -EALREADY);
+    EXPECT_EQ(t.stats().live_blocks, 0u);
+    EXPECT_EQ(t.check(), 0);
+  });
+}
+
+// A request larger than every cached block: a cached block that ends at the
+// arena's top, or before a free block reaching far enough, grows in place
+// (same pointer, no release into the trees); the thread's other cached
+// blocks stay; checks and statistics as for any allocation.
+TEST(_hpcmem_large_alloc, ThreadCacheBlockGrowsInPlace) {
+  on_new_thread([] {
+    TcTier t;
+    char *x = t.alloc(128 * KiB), *a = t.alloc(128 * KiB);
+    ASSERT_TRUE(x && a);
+    ASSERT_EQ(t.free(x), 0);
+    ASSERT_EQ(t.free(a), 0);                  // a is the arena's last block
+    auto s0 = t.stats();
+    ASSERT_EQ(s0.tcache_blocks, 2u);
+    char *b = t.alloc(300 * KiB);
+    EXPECT_EQ(b, a);
+    size_t u = _hpcmem_large_usable_size(&t.L, b);
+    EXPECT_EQ(u, 300 * KiB);
+    auto s = t.stats();
+    EXPECT_EQ(s.tcache_grows, 1u);
+    EXPECT_EQ(s.tcache_blocks, 1u);           // x stays cached
+    EXPECT_EQ(s.live_blocks, 1u);
+    EXPECT_EQ(s.live_bytes, u);
+    EXPECT_EQ(s.alloc_count, s0.alloc_count + 1);   // counted as the release and the carve were:
+    EXPECT_EQ(s.free_count, s0.free_count + 1);     // the cached block's free, an allocation
+    EXPECT_EQ(s.grow_count, s0.grow_count + 1);
+    EXPECT_EQ(s.mapped_bytes, s.live_bytes + s.overhead_bytes + s.free_bytes);
+    EXPECT_EQ(t.check(), 0);
+    EXPECT_EQ(t.free(b + 200 * KiB), -EINVAL);     // inside the grown part
+    memset(b, 0x5a, u);                       // all of it is the caller's
+    ASSERT_EQ(t.free(b), 0);                  // cached again (300 KiB)
+    EXPECT_EQ(t.free(b), -EALREADY);
+    EXPECT_EQ(t.check(), 0);
+    // calloc never takes a cached block (dirty), nor grows one
+    char *z = (char *)_hpcmem_large_alloc_zeroed(&t.L, 600 * KiB, 0, nullptr);
+    ASSERT_NE(z, nullptr);
+    EXPECT_NE(z, b);
+    EXPECT_EQ(t.stats().tcache_grows, 1u);
+    EXPECT_EQ(t.free(z), 0);
+    EXPECT_EQ(t.check(), 0);
+  });
+}
+
+TEST(_hpcmem_large_alloc, ThreadCacheBlockGrowsIntoAFreeNeighbour) {
+  on_new_thread([] {
+    TcTier t;
+    char *a = t.alloc(200 * KiB), *c = t.alloc(600 * KiB), *d = t.alloc(200 * KiB);
+    ASSERT_TRUE(a && c && d);
+    int rc = -1;
+    std::thread([&] { rc = t.free(c); }).join();   // another thread's free: the quick list
+    ASSERT_EQ(rc, 0);
+    _hpcmem_large_decay(&t.L, 0, 1);          // forced: the list's blocks go to the trees
+    ASSERT_EQ(t.stats().quick_blocks, 0u);
+    ASSERT_EQ(t.free(a), 0);                  // into the cache
+    ASSERT_EQ(t.stats().tcache_blocks, 1u);
+    size_t free0 = t.stats().free_blocks;
+    // 500 KiB: a takes 300 KiB of its free neighbour, the rest (500 KiB) stays free
+    char *b = t.alloc(500 * KiB);
+    EXPECT_EQ(b, a);
+    EXPECT_EQ(_hpcmem_large_usable_size(&t.L, b), 500 * KiB);
+    auto s = t.stats();
+    EXPECT_EQ(s.tcache_grows, 1u);
+    EXPECT_EQ(s.free_blocks, free0 - 1);      // the cached block counted as free; the rest of c stays
+    EXPECT_EQ(s.live_blocks, 2u);
+    EXPECT_EQ(t.check(), 0);
+    ASSERT_EQ(t.free(b), 0);                  // cached again
+    // more than a and its free neighbour hold before d (live): no growth, a
+    // miss, which gives the cached block back and carves elsewhere
+    char *e = t.alloc(1100 * KiB);
+    ASSERT_NE(e, nullptr);
+    s = t.stats();
+    EXPECT_EQ(s.tcache_grows, 1u);
+    EXPECT_EQ(s.tcache_blocks, 0u);
+    EXPECT_EQ(t.check(), 0);
+    EXPECT_EQ(t.free(e), 0);
+    EXPECT_EQ(t.free(d), 0);
     EXPECT_EQ(t.stats().live_blocks, 0u);
     EXPECT_EQ(t.check(), 0);
   });
