@@ -1,5 +1,5 @@
 /* Misuse on purpose, for test_misuse.sh: one kind of bad free per run.
- *   misuse KIND    KIND: interior double double-slot double-list foreign stack interior-large double-large
+ *   misuse KIND    KIND: interior double double-slot double-list foreign stack interior-large double-large double-large-cached
  *                        misaligned-large realloc-foreign unallocated double-remote
  *                        interior-run unallocated-run
  * Prints "survived" and exits 0 when the allocator let it go on.
@@ -70,6 +70,8 @@ int main(int argc, char **argv) {
   else if (!strcmp(k, "interior-large")) free(big + 4096);
   else if (!strcmp(k, "misaligned-large")) free(big + 1);
   else if (!strcmp(k, "double-large")) { char *q = malloc(2 << 20); free(q); free(q); }
+  /* 256 KiB: the first free puts q into the thread's large-block cache */
+  else if (!strcmp(k, "double-large-cached")) { char *q = malloc(256 << 10); free(q); free(q); }
   else if (!strcmp(k, "realloc-foreign")) { if (realloc(other + 128, 100) != NULL) return 4; }
   else if (!strcmp(k, "unallocated")) { char *q = malloc(200000); free(q); free(q + 0); }
   /* direct runs smaller than a 64 KiB chunk have their records in the page map */

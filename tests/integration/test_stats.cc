@@ -139,6 +139,23 @@ TEST(hpcmem_stats, counts_are_exact_across_samples_and_budgets) {
   EXPECT_EQ(mixed.bytes_out - none.bytes_out, want);
 }
 
+// Large blocks skip the general slow path (malloc_big, free_slow's direct way)
+// unless a timing sample is due; the thread's block cache serves these pairs.
+TEST(hpcmem_stats, counts_are_exact_for_cached_large_blocks) {
+  measure_thread([] {});
+  Delta none = measure_thread([] {});
+  const int n = 5000;                   // several sampling periods: some pairs take the long way
+  size_t usable = 0;
+  Delta pairs = measure_thread([&] {
+    for (int i = 0; i < n; i++) { void *p = malloc(256 << 10); g_sink = p; usable = malloc_usable_size(p); free(p); }
+  });
+  EXPECT_GE(usable, (size_t)256 << 10);
+  EXPECT_EQ(pairs.allocs - none.allocs, (uint64_t)n);
+  EXPECT_EQ(pairs.frees - none.frees, (uint64_t)n);
+  EXPECT_EQ(pairs.bytes_in - none.bytes_in, (uint64_t)n * usable);
+  EXPECT_EQ(pairs.bytes_out - none.bytes_out, (uint64_t)n * usable);
+}
+
 // Fast hits are timed by sampling: about one call in HPCMEM_SAMPLE_PERIOD comes
 // to the slow path and is timed for the calls it stands for, so a thread of
 // nothing but hits still adds time.
