@@ -122,12 +122,12 @@ cat <<'EOS'
  * share pages: the large tier's state (3.9 KiB, was on 2 pages); the size
  * classes' geometry, the options' values and the cpu rows (rows of the cpus
  * there are), then the node cpu sets (the rows of the nodes there are); the
- * options' strings (written over 6.8 KiB) and the topology (its first 742
- * bytes); the heaps (their first 2.5 KiB).  The statistics timeline's first
+ * topology (its first 742 bytes); the heaps (their first 2.5 KiB).  The
+ * options' strings are written only for values set in the environment.  The statistics timeline's first
  * samples follow the large tier's state on its page: the first publish (64 KiB
  * of drift, e.g. the first large block) writes them, and on a page of their
  * own that cost a page fault inside the first 128 KiB malloc (+20 ns a round
- * in the untouched size sweep).  7 written pages of .bss at start
+ * in the untouched size sweep).  6 written pages of .bss at start
  * instead of 11 (found by dumping .bss at _exit and by write-protecting it
  * from _init under gdb, docs/footprint.md).  A variable renamed here falls
  * back to the default place and only costs its pages. */
@@ -138,10 +138,10 @@ SECTIONS {
     . = ALIGN(4096);
     *(.bss._hpcmem_class_geom)
     *(.bss._hpcmem_opt_values)
+    *(.bss._hpcmem_opt_text)
     *topo.o(.bss.C)
     *topo.o(.bss.node_cpus)
     . = ALIGN(4096);
-    *(.bss._hpcmem_opt_strings)
     *topo.o(.bss.T)
     . = ALIGN(4096);
     *(.bss._hpcmem_heaps)

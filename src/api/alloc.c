@@ -631,7 +631,7 @@ static void *realloc_in_segment(hpcmem_tcache_t *t, hpcmem_segment_t *seg, void 
     publish_due(t);
     return p;
   }
-  void *q = _hpcmem_seg_alloc_for(t, seg->id, n, 0, 0);
+  void *q = _hpcmem_seg_alloc_for(t, _hpcmem_seg_id(seg), n, 0, 0);
   if (!q) return NULL;                                /* p is left untouched */
   memcpy(q, p, old < n ? old : n);
   free(p);

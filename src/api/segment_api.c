@@ -101,7 +101,7 @@ EXPORT int hpcmem_seg_of(const void *p) {
   if ((uintptr_t)p - (uintptr_t)_hpcmem_heaps.base < _hpcmem_heaps.size || _hpcmem_large_owns(&_hpcmem_large, p))
     return HPCMEM_SEG_PRIVATE;
   hpcmem_segment_t *s = _hpcmem_seg_holding(p);
-  return s ? s->id : -ENOENT;
+  return s ? _hpcmem_seg_id(s) : -ENOENT;
 }
 
 EXPORT int hpcmem_free_seg(void *p, int seg) {

@@ -9,10 +9,7 @@
 #include <errno.h>
 #include <string.h>
 
-hpcmem_segment_t _hpcmem_segs[HPCMEM_SEG_COUNT] = {
-    [HPCMEM_SEG_PRIVATE] = {.id = HPCMEM_SEG_PRIVATE},
-    [HPCMEM_SEG_INTERLEAVED] = {.id = HPCMEM_SEG_INTERLEAVED},
-    [HPCMEM_SEG_SHARED] = {.id = HPCMEM_SEG_SHARED}};
+hpcmem_segment_t _hpcmem_segs[HPCMEM_SEG_COUNT];
 int64_t _hpcmem_seg_other_live;
 int _hpcmem_seg_mpi_linked;
 static int forked_child;            /* this process was forked: the shared parts are the parent's */
@@ -221,7 +218,7 @@ void *_hpcmem_seg_alloc(int id, size_t n, size_t align, int zero, size_t *usable
 }
 
 int _hpcmem_seg_part_of(const hpcmem_segment_t *s, const void *p) {
-  if (s->id != HPCMEM_SEG_SHARED || !s->own_size) return -1;
+  if (_hpcmem_seg_id(s) != HPCMEM_SEG_SHARED || !s->own_size) return -1;
   size_t off = (size_t)((const char *)p - s->base);
   return off < s->size ? (int)(off / s->own_size) : -1;
 }
@@ -232,7 +229,7 @@ static int in_own_part(const hpcmem_segment_t *s, const void *p) {
 
 int _hpcmem_seg_free(hpcmem_segment_t *s, void *p, size_t *usable) {
   if (!in_own_part(s, p)) return -EPERM;
-  if (forked_child && s->id == HPCMEM_SEG_SHARED) {
+  if (forked_child && _hpcmem_seg_id(s) == HPCMEM_SEG_SHARED) {
     /* the parent's blocks: its records are the ones that count */
     if (usable) *usable = 0;
     return 0;
@@ -251,7 +248,7 @@ size_t _hpcmem_seg_usable(hpcmem_segment_t *s, const void *p) {
 
 int _hpcmem_seg_resize(hpcmem_segment_t *s, void *p, size_t n, int64_t *delta) {
   if (!in_own_part(s, p)) return -EPERM;
-  if (forked_child && s->id == HPCMEM_SEG_SHARED) return -ENOMEM;
+  if (forked_child && _hpcmem_seg_id(s) == HPCMEM_SEG_SHARED) return -ENOMEM;
   size_t before = _hpcmem_large_usable_size(&s->tier, p);
   int rc = _hpcmem_large_resize(&s->tier, p, n);
   if (rc < 0) return rc;

@@ -27,27 +27,31 @@ static struct {
   int fd, dirfd;
   int failed;                /* creation failed once: do not retry */
   uint64_t off;              /* end of the file */
-  char dir[PATH_MAX / 2];
   int dir_nofollow;          /* the default name: not through a symbolic link */
-  char name[64];
-  char path[PATH_MAX];
-  hmt_header_t hdr;
   unsigned long long adds, subs;  /* dl_iterate_phdr counters at the last MODULES block */
   int modules_known;
 } F = {.fd = -1, .dirfd = -1};
+/* F's names and header apart, in .bss: F's -1s put all of it in .data,
+ * whose file pages a process then had resident (6 KiB) without tracing */
+static struct {
+  char dir[PATH_MAX / 2];
+  char name[64];
+  char path[PATH_MAX];
+  hmt_header_t hdr;
+} FN;
 
 /* ---- configuration from trace.c ------------------------------------ */
 
 static void scan_modules_locked(void);
 
 void _hpcmem_tfile_configure(const hmt_header_t *h, const char *dir, int dir_is_default) {
-  F.hdr = *h;
-  snprintf(F.dir, sizeof F.dir, "%s", dir);
+  FN.hdr = *h;
+  snprintf(FN.dir, sizeof FN.dir, "%s", dir);
   F.dir_nofollow = dir_is_default;
   scan_modules_locked();  /* start-up: nobody else records yet */
 }
 
-const char *_hpcmem_tfile_path(void) { return F.fd >= 0 ? F.path : ""; }
+const char *_hpcmem_tfile_path(void) { return F.fd >= 0 ? FN.path : ""; }
 
 /* ---- creation -------------------------------------------------------- */
 
@@ -84,7 +88,7 @@ static int write_all_at(int fd, const struct iovec *iov, int n, uint64_t off) {
 
 static int write_header(void) {
   uint8_t h[HMT_HEADER_SIZE];
-  hmt_header_encode(&F.hdr, h);
+  hmt_header_encode(&FN.hdr, h);
   struct iovec v = {h, sizeof h};
   return write_all_at(F.fd, &v, 1, 0);
 }
@@ -120,53 +124,53 @@ static int same_job(const char *name) {
   if (n < (ssize_t)sizeof h) return 1;
   hmt_header_t o;
   if (hmt_header_decode(h, sizeof h, &o) != HMT_OK) return 0;
-  if (strncmp(o.hostname, F.hdr.hostname, sizeof o.hostname) != 0) return 0;
+  if (strncmp(o.hostname, FN.hdr.hostname, sizeof o.hostname) != 0) return 0;
   /* processes without a launcher each name their job after their own pid:
    * those that share a directory (a script and its children, a command
    * that runs helpers, under one HPCMEM_TRACE_DIR) are one job as well --
    * a shim chain of 26 processes gave 28 warnings */
-  return strncmp(o.jobid, F.hdr.jobid, sizeof o.jobid) == 0 || (launcherless(o.jobid) && launcherless(F.hdr.jobid));
+  return strncmp(o.jobid, FN.hdr.jobid, sizeof o.jobid) == 0 || (launcherless(o.jobid) && launcherless(FN.hdr.jobid));
 }
 
 static int create_file(void) {
-  int err = make_dirs(F.dir);
+  int err = make_dirs(FN.dir);
   /* the default directory hpcmem-trace-<jobid> has a name others can
    * guess: a symbolic link planted under it would put the traces wherever
    * it points.  A directory the user named may be a link on purpose. */
-  if (err == 0 && (F.dirfd = open(F.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | (F.dir_nofollow ? O_NOFOLLOW : 0))) < 0)
+  if (err == 0 && (F.dirfd = open(FN.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | (F.dir_nofollow ? O_NOFOLLOW : 0))) < 0)
     err = -errno;
   if (err == -ELOOP || (err == -ENOTDIR && F.dir_nofollow)) {
     _hpcmem_warn("trace: %s is a symbolic link or not a directory; the default trace directory is not "
-                 "entered through one (HPCMEM_TRACE_DIR names a directory to use); tracing is off", F.dir);
+                 "entered through one (HPCMEM_TRACE_DIR names a directory to use); tracing is off", FN.dir);
     return err;
   }
   if (err) {
-    _hpcmem_warn("trace: cannot create directory %s: %s; tracing is off", F.dir, strerror(-err));
+    _hpcmem_warn("trace: cannot create directory %s: %s; tracing is off", FN.dir, strerror(-err));
     return err;
   }
   /* O_EXCL: never reuse an existing file; with O_CREAT it also refuses a
    * symbolic link (even a dangling one), and O_NOFOLLOW says so twice */
   int warned = 0;
   for (int n = 0; n < 1000; n++) {
-    file_name(F.name, sizeof F.name, F.hdr.rank, n);
-    F.fd = openat(F.dirfd, F.name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    file_name(FN.name, sizeof FN.name, FN.hdr.rank, n);
+    F.fd = openat(F.dirfd, FN.name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (F.fd >= 0) break;
     if (errno != EEXIST) { err = -errno; break; }
-    if (!warned && !same_job(F.name)) {
+    if (!warned && !same_job(FN.name)) {
       warned = 1;
-      _hpcmem_warn("trace: %s/%s exists; not overwriting it (it is not a trace of this job)", F.dir, F.name);
+      _hpcmem_warn("trace: %s/%s exists; not overwriting it (it is not a trace of this job)", FN.dir, FN.name);
     }
   }
   if (F.fd < 0) {
-    _hpcmem_warn("trace: cannot create a trace file in %s: %s; tracing is off", F.dir,
+    _hpcmem_warn("trace: cannot create a trace file in %s: %s; tracing is off", FN.dir,
                  strerror(err ? -err : EEXIST));
     close(F.dirfd); F.dirfd = -1;
     return err ? err : -EEXIST;
   }
-  snprintf(F.path, sizeof F.path, "%s/%s", F.dir, F.name);
-  F.hdr.pid = (uint32_t)getpid();
+  snprintf(FN.path, sizeof FN.path, "%s/%s", FN.dir, FN.name);
+  FN.hdr.pid = (uint32_t)getpid();
   if ((err = write_header()) != 0) {
-    _hpcmem_warn("trace: cannot write %s: %s; tracing is off", F.path, strerror(-err));
+    _hpcmem_warn("trace: cannot write %s: %s; tracing is off", FN.path, strerror(-err));
     close(F.fd); F.fd = -1;
     return err;
   }
@@ -221,28 +225,28 @@ int _hpcmem_tfile_write_block(hmt_block_t *b, const void *payload, int may_wait)
 void _hpcmem_tfile_set_identity(const hmt_file_identity_t *id) {
   int tid = _hpcmem_trace_tid();
   _hpcmem_tlock(&F.lock, tid);
-  int old_rank = F.hdr.rank;
-  F.hdr.rank = id->rank; F.hdr.size = id->size;
-  F.hdr.clock_offset_ns = id->clock_offset_ns;
-  F.hdr.flags |= HMT_HF_CLOCK_OFFSET;
-  if (id->rank_from_mpi) F.hdr.flags |= HMT_HF_RANK_FROM_MPI;
+  int old_rank = FN.hdr.rank;
+  FN.hdr.rank = id->rank; FN.hdr.size = id->size;
+  FN.hdr.clock_offset_ns = id->clock_offset_ns;
+  FN.hdr.flags |= HMT_HF_CLOCK_OFFSET;
+  if (id->rank_from_mpi) FN.hdr.flags |= HMT_HF_RANK_FROM_MPI;
   if (F.fd >= 0) {
     if (old_rank != id->rank) {
       char name[64];
       for (int n = 0; n < 1000; n++) {
         file_name(name, sizeof name, id->rank, n);
-        if (syscall(SYS_renameat2, F.dirfd, F.name, F.dirfd, name, RENAME_NOREPLACE) == 0) {
-          memcpy(F.name, name, sizeof name);
-          snprintf(F.path, sizeof F.path, "%s/%s", F.dir, F.name);
+        if (syscall(SYS_renameat2, F.dirfd, FN.name, F.dirfd, name, RENAME_NOREPLACE) == 0) {
+          memcpy(FN.name, name, sizeof name);
+          snprintf(FN.path, sizeof FN.path, "%s/%s", FN.dir, FN.name);
           break;
         }
         if (errno != EEXIST) break;  /* keep the old name; the header has the rank */
         if (n == 0 && !same_job(name))
-          _hpcmem_warn("trace: %s/%s exists; not overwriting it (it is not a trace of this job)", F.dir, name);
+          _hpcmem_warn("trace: %s/%s exists; not overwriting it (it is not a trace of this job)", FN.dir, name);
       }
     }
     int err = write_header();
-    if (err) _hpcmem_warn("trace: cannot update the header of %s: %s", F.path, strerror(-err));
+    if (err) _hpcmem_warn("trace: cannot update the header of %s: %s", FN.path, strerror(-err));
   }
   _hpcmem_tlock_release(&F.lock);
 }
@@ -380,7 +384,7 @@ void _hpcmem_tfile_close(void) {
   if (F.dirfd >= 0) close(F.dirfd);
   F.fd = F.dirfd = -1;
   F.failed = 0; F.off = 0; F.modules_known = 0;
-  F.path[0] = 0;
+  FN.path[0] = 0;
   F.lock.owner = 0;
 }
 
@@ -391,5 +395,5 @@ void _hpcmem_tfile_after_fork_child(void) {
   if (F.fd >= 0) close(F.fd);
   if (F.dirfd >= 0) close(F.dirfd);
   F.fd = F.dirfd = -1;
-  F.off = 0; F.modules_known = 0; F.path[0] = 0;
+  F.off = 0; F.modules_known = 0; FN.path[0] = 0;
 }

@@ -19,6 +19,7 @@ const hpcmem_opt_desc_t _hpcmem_opt_desc[HPCMEM_OPT_COUNT_] = {
 
 long long _hpcmem_opt_values[HPCMEM_OPT_COUNT_];
 char _hpcmem_opt_strings[HPCMEM_OPT_COUNT_][HPCMEM_OPT_STR_MAX];
+const char *_hpcmem_opt_text[HPCMEM_OPT_COUNT_];
 
 static const char *type_name(hpcmem_opt_type_t t) {
   static const char *names[] = {"bool", "int", "size", "enum", "string", "size (power of two)"};
@@ -115,8 +116,16 @@ static void describe_range(const hpcmem_opt_desc_t *d, char *buf, size_t len) {
   }
 }
 
-static void set_value(int id, const char *text, long long v) {
+/* A default's text is the table's own; a value from the environment is
+ * copied (the environment may change).  Copying every default wrote 7 KiB
+ * of .bss (two pages) in every process. */
+static void set_value(int id, const char *text, long long v, int copy) {
   _hpcmem_opt_values[id] = v;
+  if (!copy) {
+    _hpcmem_opt_text[id] = text;
+    return;
+  }
+  _hpcmem_opt_text[id] = _hpcmem_opt_strings[id];
   size_t n = strlen(text);
   if (n >= HPCMEM_OPT_STR_MAX) n = HPCMEM_OPT_STR_MAX - 1;
   memcpy(_hpcmem_opt_strings[id], text, n);
@@ -127,7 +136,7 @@ void _hpcmem_options_load(char *const *env) {
   for (int id = 0; id < HPCMEM_OPT_COUNT_; id++) {
     long long v = 0;
     _hpcmem_option_parse(id, _hpcmem_opt_desc[id].def, &v);
-    set_value(id, _hpcmem_opt_desc[id].def, v);
+    set_value(id, _hpcmem_opt_desc[id].def, v, 0);
   }
   for (char *const *e = env; e && *e; e++) {
     if (strncmp(*e, "HPCMEM_", 7) != 0) continue;
@@ -143,7 +152,7 @@ void _hpcmem_options_load(char *const *env) {
     }
     long long v;
     const hpcmem_opt_desc_t *d = &_hpcmem_opt_desc[id];
-    if (_hpcmem_option_parse(id, eq + 1, &v) == 0) { set_value(id, eq + 1, v); continue; }
+    if (_hpcmem_option_parse(id, eq + 1, &v) == 0) { set_value(id, eq + 1, v, 1); continue; }
     char range[160];
     describe_range(d, range, sizeof range);
     _hpcmem_warn("HPCMEM_%s='%.64s' is not valid (accepted: %s); using the default %s",
@@ -163,7 +172,7 @@ int _hpcmem_option_format(int id, char *buf, size_t len) {
   if (id < 0 || id >= HPCMEM_OPT_COUNT_ || !buf || len == 0) return -EINVAL;
   const hpcmem_opt_desc_t *d = &_hpcmem_opt_desc[id];
   int n;
-  if (d->type == HPCMEM_OT_STRING) n = snprintf(buf, len, "%s", _hpcmem_opt_strings[id]);
+  if (d->type == HPCMEM_OT_STRING) n = snprintf(buf, len, "%s", _hpcmem_opt_text[id] ? _hpcmem_opt_text[id] : "");
   else if (d->type == HPCMEM_OT_ENUM) {
     const char *c = d->choices;
     for (long long i = 0; i < _hpcmem_opt_values[id]; i++) c = strchr(c, '|') + 1;

@@ -71,10 +71,11 @@ typedef struct {
 
 extern long long _hpcmem_opt_values[HPCMEM_OPT_COUNT_];
 extern char _hpcmem_opt_strings[HPCMEM_OPT_COUNT_][HPCMEM_OPT_STR_MAX];
+extern const char *_hpcmem_opt_text[HPCMEM_OPT_COUNT_];   /* the default's text or the copy */
 extern const hpcmem_opt_desc_t _hpcmem_opt_desc[HPCMEM_OPT_COUNT_];
 
 #define _hpcmem_opt(id) (_hpcmem_opt_values[HPCMEM_OPT_##id])
-#define _hpcmem_opt_str(id) ((const char *)_hpcmem_opt_strings[HPCMEM_OPT_##id])
+#define _hpcmem_opt_str(id) (_hpcmem_opt_text[HPCMEM_OPT_##id] ? _hpcmem_opt_text[HPCMEM_OPT_##id] : "")
 
 /* Parse from the process environment (once; later calls do nothing). */
 void _hpcmem_options_init(void);

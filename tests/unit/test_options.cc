@@ -30,6 +30,24 @@ TEST(options, defaults_when_environment_is_empty) {
   EXPECT_STREQ(_hpcmem_opt_str(REPORT_DIR), ".");
 }
 
+// A string from the environment is copied (the environment may change after
+// the load); a default is the table's own text, and a later load without the
+// variable goes back to it.
+TEST(options, string_from_environment_is_copied_and_default_restored) {
+  std::vector<std::string> vars = {"HPCMEM_REPORT_DIR=/tmp/reports"};
+  std::vector<char *> env = {&vars[0][0], nullptr};
+  _hpcmem_options_load(env.data());
+  vars[0][20] = 'X';                       // the caller's buffer changes
+  EXPECT_STREQ(_hpcmem_opt_str(REPORT_DIR), "/tmp/reports");
+  char buf[64];
+  ASSERT_EQ(_hpcmem_option_format(HPCMEM_OPT_REPORT_DIR, buf, sizeof buf), 0);
+  EXPECT_STREQ(buf, "/tmp/reports");
+  EXPECT_EQ(load({}), "");
+  EXPECT_STREQ(_hpcmem_opt_str(REPORT_DIR), ".");
+  ASSERT_EQ(_hpcmem_option_format(HPCMEM_OPT_REPORT_DIR, buf, sizeof buf), 0);
+  EXPECT_STREQ(buf, ".");
+}
+
 TEST(options, bool_accepts_all_spellings) {
   const char *yes[] = {"1", "yes", "on", "true", "YES", "On"};
   const char *no[] = {"0", "no", "off", "false", "NO"};
