@@ -1,5 +1,9 @@
 /* Job identity from the launcher's environment (see job.h). */
 #include "config.h"
+/* Start-up code, run once a process: compiled for size, so that the code
+ * every process runs fits one 64 KiB window with room (src/hot-text.ld;
+ * these four files at -Os: 5.8 KiB less of it, docs/footprint.md). */
+#pragma GCC optimize("Os")
 #include "util/job.h"
 #include <stdlib.h>
 #include <string.h>
