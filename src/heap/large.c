@@ -1802,8 +1802,9 @@ static __attribute__((noinline)) char *tc_grow(hpcmem_large_t *L, size_t kb, siz
 }
 
 /* zero: clear what may be dirty of the block (outside the lock); nothing
- * else needs it, since free memory reads as zero outside its dirty hull. */
-/* cached: the caller asked the thread's cache already (large_cached). */
+ * else needs it, since free memory reads as zero outside its dirty hull.
+ * cached: the caller asked the thread's cache already
+ * (_hpcmem_large_alloc_usable). */
 static __attribute__((noinline)) void *large_alloc(hpcmem_large_t *L, size_t size, size_t align, size_t *usable_out, int zero, int cached) {
   if (align & (align - 1)) { errno = EINVAL; return NULL; }
   if (align < L->align) align = L->align;
