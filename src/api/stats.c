@@ -3,7 +3,9 @@
  * exceeds HPCMEM_PUBLISH_BYTES (large blocks move it past that at once), so
  * the high-water mark is exact for large blocks and within 64 KiB per thread
  * for small ones; a single-threaded process publishes only what moves the
- * peak or the timeline (see _hpcmem_stats_drifted).  The timeline keeps
+ * peak or the timeline (see _hpcmem_stats_drifted), and its slow paths skip
+ * even that decision while the change stays in the quiet window (quiet_set,
+ * _hpcmem_stats_quiet in internal.h).  The timeline keeps
  * samples of the total for the report. */
 #include "config.h"
 #include "api/internal.h"
@@ -42,6 +44,17 @@ void _hpcmem_stats_init(void) {
 
 void _hpcmem_stats_add_error(void) { __atomic_add_fetch(&errors_without_cache, 1, __ATOMIC_RELAXED); }
 
+hpcmem_quiet_t _hpcmem_quiet = { INT64_MIN, 0 };
+
+/* Only written when set: once a process has threads the window stays empty
+ * (only a single-threaded process sets it), and its line is only read. */
+static inline void quiet_clear(void) {
+  if (__atomic_load_n(&_hpcmem_quiet.lo, __ATOMIC_RELAXED) == INT64_MIN) return;
+  __atomic_store_n(&_hpcmem_quiet.lo, INT64_MIN, __ATOMIC_RELAXED);
+  __atomic_store_n(&_hpcmem_quiet.span, 0, __ATOMIC_RELAXED);
+}
+void _hpcmem_stats_quiet_clear(void) { quiet_clear(); }
+
 /* Keep every other sample (and the peak), so the buffer covers the whole run. */
 static void timeline_thin(void) {
   size_t k = 0;
@@ -56,12 +69,29 @@ static void timeline_thin(void) {
  * peak too, it raises that sample in place (a slow climb costs one slot per
  * step), else it is a sample of its own.  So the maximum is always present
  * and no plateau is lost.  timeline_wants: has the total moved by a step? */
-static int timeline_wants(int64_t bytes) {
+static int64_t timeline_step(void) {
   int64_t step = peak >> 6;
   if (step < ((int64_t)1 << 20)) step = (int64_t)1 << 20;
-  step <<= timeline_step_shift;
-  int64_t d = bytes - timeline_last;
+  return step << timeline_step_shift;
+}
+static int timeline_wants(int64_t bytes) {
+  int64_t step = timeline_step(), d = bytes - timeline_last;
   return d >= step || d <= -step;
+}
+
+/* The quiet window from the totals as they are (single-threaded): the
+ * changes d for which _hpcmem_stats_drifted would publish nothing. */
+static void quiet_set(void) {
+  int64_t cur = current, step = timeline_step();
+  int64_t hi = HPCMEM_QUIET_DRIFT - 1, lo = 1 - HPCMEM_QUIET_DRIFT;
+  if (hi > peak - cur) hi = peak - cur;
+  int64_t priv = private_peak + __atomic_load_n(&_hpcmem_seg_other_live, __ATOMIC_RELAXED) - cur;
+  if (hi > priv) hi = priv;
+  if (hi > timeline_last + step - 1 - cur) hi = timeline_last + step - 1 - cur;
+  if (lo < timeline_last - step + 1 - cur) lo = timeline_last - step + 1 - cur;
+  if (hi < lo) { quiet_clear(); return; }
+  _hpcmem_quiet.lo = lo;
+  _hpcmem_quiet.span = (uint64_t)(hi - lo);
 }
 
 /* Step samples (not peaks) are limited to a few per clock tick: a block of
@@ -96,6 +126,7 @@ static void pend_store(uint64_t tick, int64_t bytes) {
 
 /* timeline_lock held */
 static void append_locked(uint64_t t, int64_t bytes, int new_peak) {
+  quiet_clear();                       /* timeline_last and the step move */
   if (new_peak && last_was_peak && timeline_n && !timeline_wants(bytes)) {
     /* a peak a little above the last one raises that sample in place and
      * keeps its time: moving it would drop the plateau before it from the
@@ -168,6 +199,7 @@ void _hpcmem_stats_publish_settled(hpcmem_tcache_t *t) {
     if (step_allowed(tick)) timeline_add(_hpcmem_prim_now_ns(), now, 0);
     else pend_store(tick, now);
   }
+  quiet_clear();                 /* the totals moved: the next quiet check in drifted sets it again */
 }
 
 
@@ -188,6 +220,7 @@ void _hpcmem_stats_drifted(hpcmem_tcache_t *t) {
         now - __atomic_load_n(&_hpcmem_seg_other_live, __ATOMIC_RELAXED) <= __atomic_load_n(&private_peak, __ATOMIC_RELAXED) &&
         !timeline_wants(now)) {
       _hpcmem_tcache_set_budgets(t, 0);   /* the fast paths get their usual room around it */
+      if (_hpcmem_quiet.lo == INT64_MIN) quiet_set();
       return;
     }
   }
@@ -231,6 +264,7 @@ EXPORT int hpcmem_stats_reset_peak(void) {
   hpcmem_stats_t s;
   hpcmem_stats(&s);
   __atomic_store_n(&peak, (int64_t)s.current_bytes, __ATOMIC_RELAXED);
+  quiet_clear();
   __atomic_store_n(&peak_time, _hpcmem_prim_now_ns(), __ATOMIC_RELAXED);
   _hpcmem_lock_st(&timeline_lock);
   last_was_peak = 0;            /* the old peak's sample stays in the timeline */
