@@ -186,6 +186,34 @@ TEST(hpcmem_stats, counts_are_exact_across_samples_and_budgets) {
 
 // Large blocks skip the general slow path (malloc_big, free_slow's direct way)
 // unless a timing sample is due; the thread's block cache serves these pairs.
+// A thread's first object of every class comes from a refill of its empty
+// bin (the refill's direct way, src/api/alloc.c malloc_refill), each size
+// twice so that a bin that was started refills again: counts and bytes exact.
+TEST(hpcmem_stats, counts_are_exact_for_refills_of_every_class) {
+  measure_thread([] {});
+  Delta none = measure_thread([] {});
+  static void *v[2][64];
+  static uint64_t want;                 // statics: a lambda that captures more is a larger thread object
+  static int k;
+  Delta refills = measure_thread([] {
+    for (int round = 0; round < 2; round++) {
+      int i = 0;
+      for (size_t n = 1; n < ((size_t)64 << 10) && i < 64; n = n * 3 / 2 + 1, i++) {
+        v[round][i] = malloc(n);
+        ASSERT_NE(v[round][i], nullptr);
+        want += malloc_usable_size(v[round][i]);
+      }
+      k = i;
+    }
+    for (auto &r : v)
+      for (int i = 0; i < k; i++) free(r[i]);
+  });
+  EXPECT_EQ(refills.allocs - none.allocs, (uint64_t)(2 * k));
+  EXPECT_EQ(refills.frees - none.frees, (uint64_t)(2 * k));
+  EXPECT_EQ(refills.bytes_in - none.bytes_in, want);
+  EXPECT_EQ(refills.bytes_out - none.bytes_out, want);
+}
+
 TEST(hpcmem_stats, counts_are_exact_for_cached_large_blocks) {
   measure_thread([] {});
   Delta none = measure_thread([] {});
