@@ -129,7 +129,7 @@ static void fork_child(void) {
   _hpcmem_heaps_fork_child();
   _hpcmem_seg_fork_child();
   _hpcmem_tcache_fork_child();
-  _hpcmem_stats_quiet_clear();   /* single-threaded again, with the parent's window */
+  _hpcmem_stats_plain_clear();   /* single-threaded again, with the parent's range */
 }
 
 static unsigned topo_group(int cpu) {
@@ -228,12 +228,10 @@ void *_hpcmem_alloc_private(hpcmem_tcache_t *t, size_t n, size_t align, int zero
  * window (src/hot-text.ld). */
 HPCMEM_NOINLINE static void publish_due(hpcmem_tcache_t *t) { _hpcmem_stats_maybe_publish(t); }
 
-/* The publish check of a slow path that moved b_alloc or b_freed by `bytes`:
- * none while the thread's change is in the statistics' quiet window
- * (internal.h), which a block of HPCMEM_QUIET_DRIFT or more leaves (so it
- * is not looked at: 7 ticks a 1 MiB pair). */
-static inline void slow_publish(hpcmem_tcache_t *t, size_t bytes, uint64_t calls, uint64_t timed) {
-  if (bytes >= (size_t)HPCMEM_QUIET_DRIFT || !_hpcmem_stats_quiet(t, calls, timed)) publish_due(t);
+/* The publish check of a slow path that moved b_alloc or b_freed: the
+ * light one first (internal.h), the full one when that cannot decide. */
+static inline void slow_publish(hpcmem_tcache_t *t, uint64_t calls, uint64_t timed) {
+  if (!_hpcmem_stats_light(t, calls, timed)) publish_due(t);
 }
 
 /* p (n bytes asked, usable bytes handed out) counted in the thread's
@@ -242,7 +240,7 @@ static inline void *counted(hpcmem_tcache_t *t, void *p, size_t n, size_t usable
   t->n_alloc++;
   t->b_alloc += usable;
   if (n > t->st.largest_alloc) t->st.largest_alloc = n;
-  slow_publish(t, usable, t->n_alloc, t->timed_alloc);
+  slow_publish(t, t->n_alloc, t->timed_alloc);
   return p;
 }
 
@@ -377,7 +375,7 @@ HPCMEM_NOINLINE static int free_large(hpcmem_tcache_t *t, void *p, const char *f
   t->n_free++;
   t->b_freed += usable;
   t->st.large_free_count++;
-  slow_publish(t, usable, t->n_free, t->timed_free);
+  slow_publish(t, t->n_free, t->timed_free);
   return 0;
 }
 
@@ -651,7 +649,7 @@ static void *realloc_in_segment(hpcmem_tcache_t *t, hpcmem_segment_t *seg, void 
   int64_t d = 0;
   if (_hpcmem_seg_resize(seg, p, n, &d) == 0) {
     if (d > 0) t->b_alloc += (uint64_t)d; else t->b_freed += (uint64_t)-d;
-    if (d < 0) _hpcmem_stats_quiet_clear();           /* as _hpcmem_seg_free_block */
+    if (d < 0) _hpcmem_stats_plain_clear();           /* as _hpcmem_seg_free_block */
     if (n > t->st.largest_alloc) t->st.largest_alloc = n;
     publish_due(t);
     return p;

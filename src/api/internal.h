@@ -65,31 +65,50 @@ static inline void _hpcmem_stats_maybe_publish(hpcmem_tcache_t *t) {
     _hpcmem_tcache_set_budgets(t, drift);
   }
 }
-/* The statistics' quiet window (stats.c): while a single-threaded process's
- * only thread has an unpublished change d (its b_alloc - b_freed with what its
- * fast paths have not settled, less what it published) with
- * d - lo <= span (unsigned), d moves neither peak
- * nor timeline and stays under HPCMEM_QUIET_DRIFT: nothing to publish.  Kept
- * by the slow paths whenever one of its inputs moves; empty (lo = INT64_MIN,
- * span 0) when it is not known. */
-typedef struct { int64_t lo; uint64_t span; } hpcmem_quiet_t;
-extern hpcmem_quiet_t _hpcmem_quiet;
-void _hpcmem_stats_quiet_clear(void);
-/* The slow paths' publish check, before _hpcmem_stats_maybe_publish: 1 when
- * the thread's change is within HPCMEM_PUBLISH_BYTES of what it published
- * (any process) or in the quiet window (single-threaded), and the timing sample of the
- * call's direction (calls: n_alloc or n_free, timed: timed_alloc or
- * timed_free) is not due, so that nothing needs to be done (budgets stay as they are: the fast paths
- * settle when theirs run out).  A 128 KiB malloc+free pair spent a third of
- * its time in the full check (149 of 456 instructions). */
-static inline int _hpcmem_stats_quiet(const hpcmem_tcache_t *t, uint64_t calls, uint64_t timed) {
+/* The process's published live bytes, and its plain range [lo, lo + span]
+ * (stats.c, plain_set): while a single-threaded process's total stays in it,
+ * a publish raises neither peak nor takes a timeline sample -- it adds the
+ * change to current and to the thread's published part, nothing else.  Set
+ * by the full publish decisions, emptied (lo = INT64_MIN, span 0) when the
+ * peak, the private peak's room or the timeline move otherwise. */
+typedef struct { int64_t current, lo; uint64_t span; } hpcmem_totals_t;
+extern hpcmem_totals_t _hpcmem_totals;
+void _hpcmem_stats_plain_clear(void);
+/* The slow paths' publish check before _hpcmem_stats_maybe_publish (which
+ * settles the accounting words, decides and publishes: a third of a cached
+ * 128 KiB malloc+free pair, an eighth of the residents benchmark's pair).
+ * Returns 1 when it did all there was to do: the thread's change (with what
+ * its fast paths have not settled) is within HPCMEM_PUBLISH_BYTES of what
+ * it published (nothing to publish, in any process), or the process is
+ * single-threaded and its new total is in the plain range (published here:
+ * two additions; the fast paths' budgets are cut to HPCMEM_PUBLISH_BYTES
+ * from the new published level, so small blocks stay within it).  0 when
+ * the full check must run, or when the timing sample of the call's
+ * direction is due (calls: n_alloc or n_free; timed: timed_alloc or
+ * timed_free), which only the full check arranges. */
+static inline int _hpcmem_stats_light(hpcmem_tcache_t *t, uint64_t calls, uint64_t timed) {
   if (calls - timed >= HPCMEM_SAMPLE_PERIOD) return 0;
   uint64_t a = t->acct_alloc, f = t->acct_free;
-  uint64_t in = t->b_alloc + (t->credit_alloc - (uint32_t)(a >> 32));
-  uint64_t out = t->b_freed + (t->credit_free - (uint32_t)(f >> 32));
+  uint32_t ra = (uint32_t)(a >> 32), rf = (uint32_t)(f >> 32);
+  uint64_t in = t->b_alloc + (t->credit_alloc - ra), out = t->b_freed + (t->credit_free - rf);
   int64_t d = (int64_t)(in - out) - t->published;
-  if ((uint64_t)(d + HPCMEM_PUBLISH_BYTES) <= (uint64_t)(2 * HPCMEM_PUBLISH_BYTES)) return 1;  /* as maybe_publish: no publish */
-  return _hpcmem_single_threaded() && (uint64_t)(d - _hpcmem_quiet.lo) <= _hpcmem_quiet.span;
+  if ((uint64_t)(d + HPCMEM_PUBLISH_BYTES) <= (uint64_t)(2 * HPCMEM_PUBLISH_BYTES)) return 1;
+  if (!_hpcmem_single_threaded()) return 0;
+  int64_t now = _hpcmem_totals.current + d;
+  if ((uint64_t)(now - _hpcmem_totals.lo) > _hpcmem_totals.span) return 0;
+  _hpcmem_totals.current = now;
+  t->published += d;
+  if (HPCMEM_UNLIKELY(ra > (uint32_t)HPCMEM_PUBLISH_BYTES)) {   /* the word's bytes and its credit move together */
+    uint32_t cut = ra - (uint32_t)HPCMEM_PUBLISH_BYTES;
+    t->credit_alloc -= cut;
+    __atomic_store_n(&t->acct_alloc, a - ((uint64_t)cut << 32), __ATOMIC_RELAXED);
+  }
+  if (HPCMEM_UNLIKELY(rf > (uint32_t)HPCMEM_PUBLISH_BYTES)) {
+    uint32_t cut = rf - (uint32_t)HPCMEM_PUBLISH_BYTES;
+    t->credit_free -= cut;
+    __atomic_store_n(&t->acct_free, f - ((uint64_t)cut << 32), __ATOMIC_RELAXED);
+  }
+  return 1;
 }
 void _hpcmem_stats_init(void);
 /* High-water mark of the private segment's share of the published total. */

@@ -165,7 +165,7 @@ int _hpcmem_seg_free_block(hpcmem_tcache_t *t, hpcmem_segment_t *s, void *p, con
   t->n_free++;
   t->b_freed += usable;
   t->st.large_free_count++;
-  _hpcmem_stats_quiet_clear();   /* the other segments' live bytes fell: the private peak's room shrank */
+  _hpcmem_stats_plain_clear();   /* the other segments' live bytes fell: the private peak's room shrank */
   return 0;
 }
 

@@ -3,9 +3,9 @@
  * exceeds HPCMEM_PUBLISH_BYTES (large blocks move it past that at once), so
  * the high-water mark is exact for large blocks and within 64 KiB per thread
  * for small ones; a single-threaded process publishes only what moves the
- * peak or the timeline (see _hpcmem_stats_drifted), and its slow paths skip
- * even that decision while the change stays in the quiet window (quiet_set,
- * _hpcmem_stats_quiet in internal.h).  The timeline keeps
+ * peak or the timeline (see _hpcmem_stats_drifted), and its slow paths
+ * publish with a mere addition while the total stays in the plain range
+ * (plain_set; _hpcmem_stats_light in internal.h).  The timeline keeps
  * samples of the total for the report. */
 #include "config.h"
 #include "api/internal.h"
@@ -21,7 +21,6 @@
 #define EXPORT __attribute__((visibility("default")))
 #define TIMELINE_MAX 4096
 
-static int64_t current;          /* published live bytes of the process */
 static int64_t peak;
 static int64_t private_peak;     /* of current less the other segments' live bytes */
 static uint64_t peak_time, start_time;
@@ -44,16 +43,18 @@ void _hpcmem_stats_init(void) {
 
 void _hpcmem_stats_add_error(void) { __atomic_add_fetch(&errors_without_cache, 1, __ATOMIC_RELAXED); }
 
-hpcmem_quiet_t _hpcmem_quiet = { INT64_MIN, 0 };
+/* The published live bytes of the process (current), and the plain range
+ * (internal.h, _hpcmem_stats_light). */
+hpcmem_totals_t _hpcmem_totals = { 0, INT64_MIN, 0 };
 
-/* Only written when set: once a process has threads the window stays empty
+/* Only written when set: once a process has threads the range stays empty
  * (only a single-threaded process sets it), and its line is only read. */
-static inline void quiet_clear(void) {
-  if (__atomic_load_n(&_hpcmem_quiet.lo, __ATOMIC_RELAXED) == INT64_MIN) return;
-  __atomic_store_n(&_hpcmem_quiet.lo, INT64_MIN, __ATOMIC_RELAXED);
-  __atomic_store_n(&_hpcmem_quiet.span, 0, __ATOMIC_RELAXED);
+static inline void plain_clear(void) {
+  if (__atomic_load_n(&_hpcmem_totals.lo, __ATOMIC_RELAXED) == INT64_MIN) return;
+  __atomic_store_n(&_hpcmem_totals.lo, INT64_MIN, __ATOMIC_RELAXED);
+  __atomic_store_n(&_hpcmem_totals.span, 0, __ATOMIC_RELAXED);
 }
-void _hpcmem_stats_quiet_clear(void) { quiet_clear(); }
+void _hpcmem_stats_plain_clear(void) { plain_clear(); }
 
 /* Keep every other sample (and the peak), so the buffer covers the whole run. */
 static void timeline_thin(void) {
@@ -77,21 +78,6 @@ static int64_t timeline_step(void) {
 static int timeline_wants(int64_t bytes) {
   int64_t step = timeline_step(), d = bytes - timeline_last;
   return d >= step || d <= -step;
-}
-
-/* The quiet window from the totals as they are (single-threaded): the
- * changes d for which _hpcmem_stats_drifted would publish nothing. */
-static void quiet_set(void) {
-  int64_t cur = current, step = timeline_step();
-  int64_t hi = HPCMEM_QUIET_DRIFT - 1, lo = 1 - HPCMEM_QUIET_DRIFT;
-  if (hi > peak - cur) hi = peak - cur;
-  int64_t priv = private_peak + __atomic_load_n(&_hpcmem_seg_other_live, __ATOMIC_RELAXED) - cur;
-  if (hi > priv) hi = priv;
-  if (hi > timeline_last + step - 1 - cur) hi = timeline_last + step - 1 - cur;
-  if (lo < timeline_last - step + 1 - cur) lo = timeline_last - step + 1 - cur;
-  if (hi < lo) { quiet_clear(); return; }
-  _hpcmem_quiet.lo = lo;
-  _hpcmem_quiet.span = (uint64_t)(hi - lo);
 }
 
 /* Step samples (not peaks) are limited to a few per clock tick: a block of
@@ -124,9 +110,27 @@ static void pend_store(uint64_t tick, int64_t bytes) {
   __atomic_store_n(&pend.set, 1, __ATOMIC_RELEASE);
 }
 
+/* The plain range from the peaks and the timeline as they are (single-
+ * threaded): the totals that raise neither peak (of the total, of the
+ * private segment) and are less than a timeline step from its last sample
+ * -- or from the pending one, which stands for the tick's level: while
+ * samples wait for the next tick, a total that stays within a step of it
+ * leaves it as it is (the timeline's resolution is a step) -- where a
+ * publish has nothing to do but to add. */
+static void plain_set(void) {
+  int64_t last = __atomic_load_n(&pend.set, __ATOMIC_ACQUIRE) ? __atomic_load_n(&pend.bytes, __ATOMIC_RELAXED) : timeline_last;
+  int64_t step = timeline_step(), hi = peak, lo = last - step + 1;
+  int64_t priv = private_peak + __atomic_load_n(&_hpcmem_seg_other_live, __ATOMIC_RELAXED);
+  if (hi > priv) hi = priv;
+  if (hi > last + step - 1) hi = last + step - 1;
+  if (hi < lo) { plain_clear(); return; }
+  _hpcmem_totals.lo = lo;
+  _hpcmem_totals.span = (uint64_t)(hi - lo);
+}
+
 /* timeline_lock held */
 static void append_locked(uint64_t t, int64_t bytes, int new_peak) {
-  quiet_clear();                       /* timeline_last and the step move */
+  plain_clear();                       /* timeline_last and the step move */
   if (new_peak && last_was_peak && timeline_n && !timeline_wants(bytes)) {
     /* a peak a little above the last one raises that sample in place and
      * keeps its time: moving it would drop the plateau before it from the
@@ -175,11 +179,11 @@ void _hpcmem_stats_publish_settled(hpcmem_tcache_t *t) {
   int64_t now, old = __atomic_load_n(&peak, __ATOMIC_RELAXED);
   int new_peak = 0;
   if (_hpcmem_single_threaded()) {           /* no other thread: plain loads and stores (heap/single.h) */
-    now = __atomic_load_n(&current, __ATOMIC_RELAXED) + d;
-    __atomic_store_n(&current, now, __ATOMIC_RELAXED);
+    now = __atomic_load_n(&_hpcmem_totals.current, __ATOMIC_RELAXED) + d;
+    __atomic_store_n(&_hpcmem_totals.current, now, __ATOMIC_RELAXED);
     if (now > old) { __atomic_store_n(&peak, now, __ATOMIC_RELAXED); new_peak = 1; }
   } else {
-    now = __atomic_add_fetch(&current, d, __ATOMIC_RELAXED);
+    now = __atomic_add_fetch(&_hpcmem_totals.current, d, __ATOMIC_RELAXED);
     while (now > old) {
       if (__atomic_compare_exchange_n(&peak, &old, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) { new_peak = 1; break; }
     }
@@ -199,7 +203,7 @@ void _hpcmem_stats_publish_settled(hpcmem_tcache_t *t) {
     if (step_allowed(tick)) timeline_add(_hpcmem_prim_now_ns(), now, 0);
     else pend_store(tick, now);
   }
-  quiet_clear();                 /* the totals moved: the next quiet check in drifted sets it again */
+  if (_hpcmem_single_threaded()) plain_set();   /* the peaks and the timeline as they are now */
 }
 
 
@@ -215,12 +219,12 @@ void _hpcmem_stats_publish_settled(hpcmem_tcache_t *t) {
 void _hpcmem_stats_drifted(hpcmem_tcache_t *t) {
   if (_hpcmem_single_threaded()) {
     int64_t d = (int64_t)(t->b_alloc - t->b_freed) - t->published;
-    int64_t now = __atomic_load_n(&current, __ATOMIC_RELAXED) + d;
+    int64_t now = __atomic_load_n(&_hpcmem_totals.current, __ATOMIC_RELAXED) + d;
     if (d > -HPCMEM_QUIET_DRIFT && d < HPCMEM_QUIET_DRIFT && now <= __atomic_load_n(&peak, __ATOMIC_RELAXED) &&
         now - __atomic_load_n(&_hpcmem_seg_other_live, __ATOMIC_RELAXED) <= __atomic_load_n(&private_peak, __ATOMIC_RELAXED) &&
         !timeline_wants(now)) {
       _hpcmem_tcache_set_budgets(t, 0);   /* the fast paths get their usual room around it */
-      if (_hpcmem_quiet.lo == INT64_MIN) quiet_set();
+      if (_hpcmem_totals.lo == INT64_MIN) plain_set();
       return;
     }
   }
@@ -233,7 +237,7 @@ EXPORT int hpcmem_stats(hpcmem_stats_t *out) {
   memset(out, 0, sizeof *out);
   uint64_t unpublished = 0;
   _hpcmem_tcache_merge_stats(out, &unpublished);
-  int64_t cur = __atomic_load_n(&current, __ATOMIC_RELAXED) + (int64_t)unpublished;
+  int64_t cur = __atomic_load_n(&_hpcmem_totals.current, __ATOMIC_RELAXED) + (int64_t)unpublished;
   out->current_bytes = cur > 0 ? (uint64_t)cur : 0;
   int64_t pk = __atomic_load_n(&peak, __ATOMIC_RELAXED);
   out->peak_bytes = pk > cur ? (uint64_t)pk : out->current_bytes;
@@ -264,7 +268,7 @@ EXPORT int hpcmem_stats_reset_peak(void) {
   hpcmem_stats_t s;
   hpcmem_stats(&s);
   __atomic_store_n(&peak, (int64_t)s.current_bytes, __ATOMIC_RELAXED);
-  quiet_clear();
+  plain_clear();
   __atomic_store_n(&peak_time, _hpcmem_prim_now_ns(), __ATOMIC_RELAXED);
   _hpcmem_lock_st(&timeline_lock);
   last_was_peak = 0;            /* the old peak's sample stays in the timeline */

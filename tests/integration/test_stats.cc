@@ -59,11 +59,13 @@ TEST(hpcmem_stats, quiet_large_blocks_of_one_thread_stay_exact) {
   EXPECT_EQ(snap().current_bytes, a.current_bytes);
 }
 
-// Still single-threaded: large blocks inside the statistics' quiet window
-// skip the publish check (src/api/internal.h, _hpcmem_stats_quiet).  The
-// window must close when its inputs move: a reset peak, a timeline sample;
-// and a loop of nothing but quiet large blocks must still be timed.
-TEST(hpcmem_stats, quiet_window_follows_peak_reset_timeline_and_timing) {
+// Still single-threaded: a large block whose new total stays in the plain
+// range (below both peaks, within a timeline step) is published by an
+// addition (src/api/internal.h, _hpcmem_stats_light).  The range must close
+// when its inputs move (a reset peak, a timeline sample), small blocks
+// between large ones must stay counted exactly, and a loop of nothing but
+// such large blocks must still be timed.
+TEST(hpcmem_stats, plain_range_follows_peak_reset_timeline_and_timing) {
 #ifdef __GLIBC__
   ASSERT_NE(__libc_single_threaded, 0);
 #endif
@@ -72,8 +74,24 @@ TEST(hpcmem_stats, quiet_window_follows_peak_reset_timeline_and_timing) {
   for (int i = 0; i < 3000; i++) { void *p = malloc(128 << 10); keep = p; free(p); }
   hpcmem_stats_t b = snap();
   EXPECT_EQ(b.large_alloc_count - a.large_alloc_count, 3000u);
-  EXPECT_GT(b.alloc_time_ns, a.alloc_time_ns);    // sampled, though every call was quiet
+  EXPECT_GT(b.alloc_time_ns, a.alloc_time_ns);    // sampled, though every call was plain
   EXPECT_EQ(b.current_bytes, a.current_bytes);
+
+  // small blocks in between, kept: their bytes count exactly, large ones too
+  static void *small[4000];
+  size_t usable = 0;
+  for (int i = 0; i < 4000; i++) {
+    void *p = malloc(1 << 20);
+    keep = p;
+    small[i] = malloc(100);
+    usable = malloc_usable_size(small[i]);
+    free(p);
+  }
+  hpcmem_stats_t m = snap();
+  EXPECT_EQ(m.current_bytes, b.current_bytes + 4000 * usable);
+  EXPECT_GE(m.peak_bytes, m.current_bytes + (1 << 20) - 4096);   // each 1 MiB block was live on top
+  for (auto &p : small) free(p);
+  EXPECT_EQ(snap().current_bytes, b.current_bytes);
 
   // a peak reset lowers the peak: the next large block above it is a new peak
   void *big = malloc(16 << 20);
