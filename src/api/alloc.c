@@ -670,8 +670,8 @@ EXPORT void *realloc(void *p, size_t n) {
 static void *realloc_in_segment(hpcmem_tcache_t *t, hpcmem_segment_t *seg, void *p, size_t old, size_t n) {
   int64_t d = 0;
   if (_hpcmem_seg_resize(seg, p, n, &d) == 0) {
-    if (d > 0) t->b_alloc += (uint64_t)d; else t->b_freed += (uint64_t)-d;
-    if (d < 0) _hpcmem_stats_plain_clear();           /* as _hpcmem_seg_free_block */
+    if (d > 0) t->b_alloc += (uint64_t)d;
+    else if (d < 0) { t->b_freed += (uint64_t)-d; _hpcmem_stats_plain_clear(); }   /* as _hpcmem_seg_free_block */
     if (n > t->st.largest_alloc) t->st.largest_alloc = n;
     publish_due(t);
     return p;
