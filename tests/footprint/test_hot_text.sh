@@ -7,7 +7,8 @@
 # gdb) when the list is stale:
 # the programs src/hot-text.sh runs to make the list are run again with a
 # breakpoint on every function outside the section, and every function that
-# ran there is named.
+# ran there is named.  Also that the C library lands right below libhpcmem
+# (the 1 MiB load alignment, "The loader's alignment" in src/hot-text.ld).
 lib=$LIBHPCMEM
 fails=0
 ok() { echo "[       OK ] hot_text.$1"; }
@@ -39,6 +40,40 @@ for f in malloc free calloc realloc _hpcmem_init _hpcmem_heaps_init pthread_atfo
   a=$((0x$a))
   if [ $a -ge $start ] && [ $a -lt $((start + size)) ]; then ok "$f"; else fail "$f" "at $a, outside $start + $size"; fi
 done
+
+# libc right below libhpcmem (src/hot-text.ld, "The loader's alignment"):
+# the largest segment alignment is 1 MiB, and in most starts the C library's
+# last mapping ends where libhpcmem's first begins (the loader's cache file
+# sits above instead of between).  A start where libhpcmem's place leaves the
+# gap above too small for the cache is normal (about 1 in 20), so a majority
+# of 20 starts is asked; without address randomisation every start is the
+# same one and the count says nothing.
+align=0
+for a in $(readelf -lW "$lib" | awk '$1 == "LOAD" {print $NF}'); do
+  [ $((a)) -gt $align ] && align=$((a))
+done
+if [ $align -ge 1048576 ]; then ok load_align; else fail load_align "largest PT_LOAD alignment $align, not 1 MiB"; fi
+below=0; starts=0; places=""
+for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+  m=$(LD_PRELOAD=$lib cat /proc/self/maps) || continue
+  starts=$((starts + 1))
+  libc_end=$(echo "$m" | awk '$6 ~ /\/libc\.so/ {split($1, a, "-"); e = a[2]} END {print e}')
+  # libc's .bss follows its last file mapping as an anonymous one
+  libc_end=$(echo "$m" | awk -v e="$libc_end" '{split($1, a, "-")} a[1] == e && $6 == "" {e = a[2]} END {print e}')
+  ours=$(echo "$m" | awk '$6 ~ /libhpcmem/ {split($1, a, "-"); print a[1]; exit}')
+  places="$places $ours"
+  [ -n "$ours" ] && [ "$libc_end" = "$ours" ] && below=$((below + 1))
+done
+distinct=$(echo $places | tr ' ' '\n' | sort -u | wc -l)
+if [ $starts -lt 20 ]; then
+  fail libc_below "only $starts of 20 starts of cat ran"
+elif [ $((below * 2)) -gt $starts ]; then
+  ok libc_below
+elif [ "$distinct" -le 1 ]; then
+  echo "[  SKIPPED ] hot_text.libc_below (no address randomisation: every start the same)"
+else
+  fail libc_below "libc ended where libhpcmem starts in $below of $starts starts"
+fi
 
 # stale list: what ran outside the section (about 10 s; gdb is in
 # quickstart.sh's package list)
