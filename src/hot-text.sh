@@ -160,16 +160,18 @@ SECTIONS {
 /* The loader's alignment.  ld.so reserves the library's span plus its largest
  * segment alignment, aligns the start, and gives the rest of the reservation
  * back: a gap below the library and one above, together one alignment.  The
- * C library is mapped next, right under the lowest mapping; under LD_PRELOAD
- * the loader maps its cache file (/etc/ld.so.cache, ~48 KiB) first, and with
- * 64 KiB alignment it fitted the gap above only 5 times in 16, otherwise it
- * sat between libhpcmem and libc and moved libc by its size.  Where libc lies
+ * C library is mapped next, right under the lowest mapping; but first the
+ * loader maps its cache file (/etc/ld.so.cache, ~48 KiB) to find libc, and
+ * with 64 KiB alignment that fitted the gap above only 5 times in 16 (with
+ * LD_PRELOAD and with -lhpcmem alike); otherwise it sat between libhpcmem and
+ * libc and moved libc down by its size.  Where libc lies
  * against the 64 KiB fault-around windows decides how many of its code pages
  * a process maps: 1.40 - 1.55 MiB of Debian 12's libc in the small benchmark
  * programs, 215 KiB apart (docs/footprint.md, session 10).  This empty segment
- * aligned to 1 MiB makes the gap above fit the cache 59 times in 64 (1 MiB is
- * less than libc, which therefore never fits it), so libc ends where
- * libhpcmem starts.  It costs address space only. */
+ * aligned to 1 MiB makes the gap above hold the cache unless libhpcmem starts
+ * in the last 12 pages of a megabyte (measured: 38 starts in 40; 1 MiB is less
+ * than libc, which therefore never fits there), so libc ends where libhpcmem
+ * starts.  It costs address space only. */
 SECTIONS {
   .hpcmem_load_align (NOLOAD) : ALIGN(0x100000) { . += 1; }
 } INSERT AFTER .bss;
