@@ -300,6 +300,11 @@ static inline uint64_t time_start(uint8_t *due, uint64_t *timed, uint64_t n, uin
   return _hpcmem_prim_ticks();
 }
 
+/* The end of a call time_start timed (t0 != 0): its ticks, weighted. */
+static inline void time_stop(hpcmem_tcache_t *t, uint64_t t0, uint64_t weight) {
+  if (t0) t->alloc_ticks += (_hpcmem_prim_ticks() - t0) * weight;
+}
+
 /* Timing sample (about 1 call in HPCMEM_SAMPLE_PERIOD), tracing, errno. */
 HPCMEM_NOINLINE static void *malloc_slow(size_t n, size_t align, int kind) {
   hpcmem_tcache_t *t = _hpcmem_thread_cache();
@@ -308,7 +313,7 @@ HPCMEM_NOINLINE static void *malloc_slow(size_t n, size_t align, int kind) {
   void *p = HPCMEM_UNLIKELY(_hpcmem_default_seg != HPCMEM_SEG_PRIVATE)
                 ? alloc_routed(t, n, align, kind == HPCMEM_EV_CALLOC)
                 : alloc_slow(t, n, align, kind == HPCMEM_EV_CALLOC);
-  if (t0) t->alloc_ticks += (_hpcmem_prim_ticks() - t0) * weight;
+  time_stop(t, t0, weight);
   if (HPCMEM_UNLIKELY(_hpcmem_trace_enabled) && p && !t->in_call) _hpcmem_trace_event(kind, p, n, NULL, align);
   if (HPCMEM_UNLIKELY(check_always)) periodic_check();
   return p;
@@ -316,28 +321,28 @@ HPCMEM_NOINLINE static void *malloc_slow(size_t n, size_t align, int kind) {
 
 /* The large tier's calls and the refills of malloc's empty bins skip
  * malloc_slow / alloc_slow and free_any when none of their extras is due:
- * the thread has its cache (t is not the placeholder), its timing sample is
- * not due (`due`: time_alloc or time_free; 0 from the large tier's ways,
- * which time a sampled call themselves), no tracing or routing (both set
- * fast_lim to 0) and no periodic checks.  A 128 KiB malloc+free pair from
+ * the thread has its cache (t is not the placeholder), no tracing or
+ * routing (both set fast_lim to 0) and no periodic checks.  The large tier's
+ * ways time a sampled call themselves; malloc_refill leaves one to
+ * malloc_slow (it tests time_alloc itself).  A 128 KiB malloc+free pair from
  * the thread's block cache took 569 instructions the long way, and a sampled
  * large free 400 - 700 TSC ticks more than an unsampled one (the size sweep's
  * 128 KiB row has one sampled malloc and free: +10 ticks a round). */
-static inline int direct_way(const hpcmem_tcache_t *t, uint8_t due) {
-  return t != &_hpcmem_tcache_none && !due && __atomic_load_n(&fast_lim, __ATOMIC_RELAXED) != 0 && !check_always;
+static inline int direct_way(const hpcmem_tcache_t *t) {
+  return t != &_hpcmem_tcache_none && __atomic_load_n(&fast_lim, __ATOMIC_RELAXED) != 0 && !check_always;
 }
 
 /* malloc of n >= fast_lim (a run of the group heap, or a large block) */
 HPCMEM_NOINLINE static void *malloc_big(size_t n) {
   hpcmem_tcache_t *t = _hpcmem_tc;
-  if (n >= _hpcmem_large_threshold && n <= (size_t)PTRDIFF_MAX && direct_way(t, 0)) {
+  if (n >= _hpcmem_large_threshold && n <= (size_t)PTRDIFF_MAX && direct_way(t)) {
     uint64_t weight = 0, t0 = time_start(&t->time_alloc, &t->timed_alloc, _hpcmem_tcache_n_alloc(t), &weight);
     size_t usable;
     void *p = _hpcmem_large_alloc_usable(&_hpcmem_large, n, 0, &usable);
     if (HPCMEM_UNLIKELY(p == NULL)) { errno = ENOMEM; return NULL; }
     t->st.large_alloc_count++;
     counted(t, p, n, usable);
-    if (t0) t->alloc_ticks += (_hpcmem_prim_ticks() - t0) * weight;
+    time_stop(t, t0, weight);
     return p;
   }
   return malloc_slow(n, 0, HPCMEM_EV_MALLOC);
@@ -350,7 +355,7 @@ HPCMEM_NOINLINE static void *malloc_big(size_t n) {
  * the hit's key along cost the hit a saved register. */
 HPCMEM_NOINLINE static void *malloc_refill(size_t n) {
   hpcmem_tcache_t *t = _hpcmem_tc;
-  if (direct_way(t, t->time_alloc)) {
+  if (!t->time_alloc && direct_way(t)) {
     unsigned c = _hpcmem_size_class(n);
     void *p = _hpcmem_tcache_refill(t, c);
     if (HPCMEM_LIKELY(p != NULL)) return counted(t, p, n, _hpcmem_class_size[c]);
@@ -451,10 +456,10 @@ HPCMEM_NOINLINE static void free_slow(void *p) {
   hpcmem_tcache_t *t = _hpcmem_tc;
   /* a large block straight to its tier when nothing else is due (see
    * direct_way): no span lookup, no timing or tracing tests */
-  if (_hpcmem_large_owns(&_hpcmem_large, p) && direct_way(t, 0)) {
+  if (_hpcmem_large_owns(&_hpcmem_large, p) && direct_way(t)) {
     uint64_t weight = 0, t0 = time_start(&t->time_free, &t->timed_free, _hpcmem_tcache_n_free(t), &weight);
     free_large(t, p, "free");
-    if (t0) t->alloc_ticks += (_hpcmem_prim_ticks() - t0) * weight;
+    time_stop(t, t0, weight);
     return;
   }
   t = _hpcmem_thread_cache();
@@ -464,7 +469,7 @@ HPCMEM_NOINLINE static void free_slow(void *p) {
    * get the address back, and its malloc must come after this free */
   if (HPCMEM_UNLIKELY(_hpcmem_trace_enabled) && !t->in_call) _hpcmem_trace_event(HPCMEM_EV_FREE, p, 0, NULL, 0);
   free_any(t, p, "free");
-  if (t0) t->alloc_ticks += (_hpcmem_prim_ticks() - t0) * weight;
+  time_stop(t, t0, weight);
   if (HPCMEM_UNLIKELY(check_always)) periodic_check();
 }
 
@@ -565,7 +570,7 @@ HPCMEM_NOINLINE static void *malloc_settle(size_t n) {
     } else {
       p = malloc_refill(n);
     }
-    if (t0) t->alloc_ticks += (_hpcmem_prim_ticks() - t0) * weight;
+    time_stop(t, t0, weight);
     return p;
   }
   return malloc_slow(n, 0, HPCMEM_EV_MALLOC);
@@ -584,7 +589,7 @@ HPCMEM_NOINLINE static void free_settle(void *p) {
   } else {
     free_slow(p);
   }
-  if (t0) t->alloc_ticks += (_hpcmem_prim_ticks() - t0) * weight;
+  time_stop(t, t0, weight);
 }
 
 /* malloc's hit on the bin of key k (bins are 32 bytes, 8 * k apart) */
