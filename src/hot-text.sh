@@ -23,19 +23,27 @@ trap 'rm -rf "$T"' EXIT
 # the processes run as a plain program would: no libhpcmem options (the tests
 # set HPCMEM_REPORT=off, which a default process does not)
 for v in $(env | sed -n 's/^\(HPCMEM_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
+# "address name" of each function the library defines (FUNC entries of its
+# symbol table, 16 hex digits).  Not nm's t/T: the start's constant data
+# lies in .text.hpcmem_hot too (src/util/startdata.h), and a breakpoint
+# written into it would change what the programs do
+funcs() {
+  readelf -sW "$LIB" | awk '/^Symbol table/ {sym = index($0, "'"'.symtab'"'") > 0}
+    sym && $4 == "FUNC" && $7 != "UND" {print $2, $8}'
+}
 if [ $outside = yes ]; then
   set -- $(readelf -SW "$LIB" | awk '$2 == ".text.hpcmem_hot" {print $4, $6}')
   [ $# = 2 ] || { echo "hot-text.sh: no .text.hpcmem_hot in $LIB" >&2; exit 1; }
-  # nm prints 16 hex digits: compared as strings (POSIX awk has no hex)
+  # compared as strings of 16 hex digits (POSIX awk has no hex)
   lo=$(printf %016x $((0x$1))); hi=$(printf %016x $((0x$1 + 0x$2)))
   # a name with one definition outside the section is watched (two static
   # functions may share a name); where a hit lay is asked at the stop
-  nm "$LIB" | awk -v lo=$lo -v hi=$hi '$2 ~ /[tT]/ && (($1 "") < lo || ($1 "") >= hi) {print $3}' |
+  funcs | awk -v lo=$lo -v hi=$hi '($1 "") < lo || ($1 "") >= hi {print $2}' |
     grep -v '^_init$\|^_fini$' | sort -u > "$T/funcs"
   # and _hpcmem_init, which every process runs: proof that gdb ran them at all
   echo _hpcmem_init >> "$T/funcs"
 else
-  nm "$LIB" | awk '$2 ~ /[tT]/ {print $3}' | grep -v '^_init$\|^_fini$' | sort -u > "$T/funcs"
+  funcs | awk '{print $2}' | grep -v '^_init$\|^_fini$' | sort -u > "$T/funcs"
 fi
 cat > "$T/start.c" <<'EOC'
 #include <stdlib.h>
@@ -117,6 +125,9 @@ for i in $(seq $RUN); do awk -v i=$i '{print $1, i}' "$T/hits.$i"; done |
   grep -v '^malloc$\|^free$' |
   grep -v '^__cpu_indicator_init$\|^__popcountdi2$\|^__do_global_dtors_aux$\|^pthread_atfork$\|^__pthread_atfork$\|^set_cpu_feature\|^get_available_features\|^has_cpu_feature\|^frame_dummy$\|^register_tm_clones$\|^deregister_tm_clones$' |
   sed 's/.*/    *(.text.& .text.unlikely.& .text.startup.& .text.exit.&)/'
+echo "    /* the constant data the start reads (src/util/startdata.h): here, in"
+echo "       the window every process maps anyway, .rodata stays unmapped */"
+echo "    *(.rodata.hpcmem_start)"
 echo "  }"
 echo "} INSERT BEFORE .text;"
 echo "/* The unwind tables at the end of the code, after what runs, instead of"

@@ -14,6 +14,7 @@
 #include "util/job.h"
 #include "util/log.h"
 #include "util/options.h"
+#include "util/startdata.h"
 #include <dlfcn.h>
 #include <stdint.h>
 #include <errno.h>
@@ -69,7 +70,7 @@ void _hpcmem_init(void) {
   _hpcmem_large_threshold = (size_t)_hpcmem_opt(LARGE_THRESHOLD);
   /* one address slice per cpu (slices cost address space only); the topology,
    * loaded once the allocator works, maps cpus that share a cache onto one heap */
-  long ncpu = _hpcmem_topo_sysfs_possible_cpus("/");
+  long ncpu = _hpcmem_topo_sysfs_possible_cpus(HPCMEM_START_STR("/"));
   if (ncpu <= 0) ncpu = sysconf(_SC_NPROCESSORS_CONF);
   unsigned heaps = _hpcmem_opt(HEAPS) ? (unsigned)_hpcmem_opt(HEAPS) : (unsigned)(ncpu > 0 ? ncpu : 1);
   if (heaps > HPCMEM_MAX_HEAPS) heaps = HPCMEM_MAX_HEAPS;
@@ -81,7 +82,7 @@ void _hpcmem_init(void) {
   _hpcmem_stats_init();
   fast_lim = _hpcmem_large_threshold < HPCMEM_SMALL_MAX + 1 ? _hpcmem_large_threshold : HPCMEM_SMALL_MAX + 1;
   /* the option lists private|shared|interleaved */
-  static const int seg_of_choice[3] = {HPCMEM_SEG_PRIVATE, HPCMEM_SEG_SHARED, HPCMEM_SEG_INTERLEAVED};
+  static const int seg_of_choice[3] HPCMEM_START_RO = {HPCMEM_SEG_PRIVATE, HPCMEM_SEG_SHARED, HPCMEM_SEG_INTERLEAVED};
   _hpcmem_default_seg = seg_of_choice[_hpcmem_opt(DEFAULT_SEGMENT) % 3];
   /* another default segment: every malloc takes the slow path, which routes it */
   if (_hpcmem_default_seg != HPCMEM_SEG_PRIVATE) {

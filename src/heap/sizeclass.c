@@ -1,7 +1,11 @@
 /* Size class tables (see sizeclass.h); generated once, checked by tests/unit/test_sizeclass. */
 #include "heap/sizeclass.h"
+#include "util/startdata.h"
 
-const uint32_t _hpcmem_class_size[HPCMEM_NCLASSES] = {
+/* Both tables are read by every malloc: in the start's data, next to the
+ * code (util/startdata.h). */
+
+const uint32_t _hpcmem_class_size[HPCMEM_NCLASSES] HPCMEM_START_RO = {
   0, 16, 32, 48, 64, 80, 96, 112,
   128, 144, 160, 176, 192, 208, 224, 240,
   256, 288, 320, 352, 384, 416, 448, 480,
@@ -24,7 +28,7 @@ const uint32_t _hpcmem_class_size[HPCMEM_NCLASSES] = {
 #define E64_(n) E16_(n) E16_((n) + 16) E16_((n) + 32) E16_((n) + 48)
 #define E256_(n) E64_(n) E64_((n) + 64) E64_((n) + 128) E64_((n) + 192)
 
-const uint8_t _hpcmem_key_of_size[HPCMEM_TINY_MAX + 1] = {
+const uint8_t _hpcmem_key_of_size[HPCMEM_TINY_MAX + 1] HPCMEM_START_RO = {
   E256_(0u) E256_(256u) E256_(512u) E256_(768u) HPCMEM_CLASS_KEY(CLASS_OF_(1024u))
 };
 _Static_assert(HPCMEM_TINY_MAX == 1024, "the table above is written for 1 KiB");

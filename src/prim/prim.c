@@ -1,6 +1,7 @@
 /* Primitives (see prim.h). */
 #include "config.h"
 #include "prim/prim.h"
+#include "util/startdata.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -102,7 +103,7 @@ int _hpcmem_thp_defrag_stalls(const char *text) {
   const char *close_ = open_ ? strchr(open_, ']') : NULL;
   if (!close_) return -1;
   size_t n = (size_t)(close_ - open_ - 1);
-  static const struct { const char *name; int stalls; } choice[] = {
+  static const struct { char name[14]; int stalls; } choice[] HPCMEM_START_RO = {
     {"always", 1}, {"madvise", 1}, {"defer+madvise", 1}, {"defer", 0}, {"never", 0}};
   for (size_t i = 0; i < sizeof choice / sizeof choice[0]; i++)
     if (strlen(choice[i].name) == n && memcmp(open_ + 1, choice[i].name, n) == 0) return choice[i].stalls;
@@ -111,7 +112,7 @@ int _hpcmem_thp_defrag_stalls(const char *text) {
 
 int _hpcmem_prim_thp_fault_stalls(void) {
   char buf[128];
-  int fd = open("/sys/kernel/mm/transparent_hugepage/defrag", O_RDONLY | O_CLOEXEC);
+  int fd = open(HPCMEM_START_STR("/sys/kernel/mm/transparent_hugepage/defrag"), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -1;
   ssize_t n = read(fd, buf, sizeof buf - 1);
   close(fd);

@@ -15,11 +15,14 @@
 #pragma GCC optimize("Os")
 #include "topo/topo.h"
 #include "topo/machine.h"
+#include "util/startdata.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
 
+/* every name this file reads is in the start's data (util/startdata.h) */
+#define S(s) HPCMEM_START_STR(s)
 #define ULONG_BITS (8 * (int)sizeof(unsigned long))
 #define CPU_LONGS (HPCMEM_TOPO_MAX_CPUS / ULONG_BITS)
 #define NODE_LONGS HPCMEM_TOPO_MASK_LONGS
@@ -60,7 +63,7 @@ static void start(path_t *p, const char *root, const char *rest) {
   put(p, root);
   while (p->n > 0 && p->s[p->n - 1] == '/') p->s[--p->n] = 0;
   while (*rest == '/') rest++;
-  put(p, "/");
+  put(p, S("/"));
   put(p, rest);
 }
 
@@ -132,7 +135,7 @@ int _hpcmem_topo_sysfs_possible_cpus(const char *root) {
   if (!root || !*root) return -EINVAL;
   unsigned long m[CPU_LONGS];
   path_t p;
-  start(&p, root, "sys/devices/system/cpu/possible");
+  start(&p, root, S("sys/devices/system/cpu/possible"));
   int r = read_list(&p, m, HPCMEM_TOPO_MAX_CPUS);
   if (r) return r;
   int n = 0;
@@ -197,13 +200,13 @@ static int has_word(const char *list, const char *word, char sep) {
  * (v2) line of /proc/self/cgroup. */
 static int cgroup_name(const char *root, char *name, size_t len) {
   path_t p;
-  start(&p, root, "proc/self/cpuset");
+  start(&p, root, S("proc/self/cpuset"));
   if (read_small(&p, name, len) > 0) {
     char *nl = memchr(name, '\n', strlen(name));   /* not strcspn: its code and table are another libc window */
     if (nl) *nl = 0;
     return 0;
   }
-  start(&p, root, "proc/self/cgroup");
+  start(&p, root, S("proc/self/cgroup"));
   lines_t l = {.fd = open_path(&p)};
   if (l.fd < 0) return l.fd;
   char line[512];
@@ -211,8 +214,8 @@ static int cgroup_name(const char *root, char *name, size_t len) {
   while (found && next_line(&l, line, sizeof line) >= 0) {
     char *colon = strchr(line, ':');
     const char *path = NULL;
-    if (colon && strncmp(colon, ":cpuset:", 8) == 0) path = colon + 8;
-    else if (colon && strncmp(colon, "::", 2) == 0) path = colon + 2;
+    if (colon && strncmp(colon, S(":cpuset:"), 8) == 0) path = colon + 8;
+    else if (colon && strncmp(colon, S("::"), 2) == 0) path = colon + 2;
     if (!path) continue;
     size_t n = strlen(path);
     if (n >= len) n = len - 1;
@@ -229,7 +232,7 @@ static int cgroup_name(const char *root, char *name, size_t len) {
  * file system, or cgroup v1 with the cpuset option). */
 static int cgroup_files(const char *root, const char *name, path_t *cpus, path_t *mems) {
   path_t p;
-  start(&p, root, "proc/mounts");
+  start(&p, root, S("proc/mounts"));
   lines_t l = {.fd = open_path(&p)};
   if (l.fd < 0) return l.fd;
   char line[512];
@@ -241,20 +244,20 @@ static int cgroup_files(const char *root, const char *name, path_t *cpus, path_t
     char *opts = type ? field(rest2, 0, NULL) : NULL;
     if (!opts) continue;
     const char *cpu_file, *mem_file;
-    if (strcmp(type, "cgroup2") == 0) {
+    if (strcmp(type, S("cgroup2")) == 0) {
       char ctrl[256];
       start(&p, root, mnt);
-      put(&p, "/cgroup.controllers");
-      if (read_small(&p, ctrl, sizeof ctrl) <= 0 || !has_word(ctrl, "cpuset", ' ')) continue;
-      cpu_file = "/cpuset.cpus.effective";
-      mem_file = "/cpuset.mems.effective";
-    } else if (strcmp(type, "cpuset") == 0 ||
-               (strcmp(type, "cgroup") == 0 && has_word(opts, "cpuset", ',') && has_word(opts, "noprefix", ','))) {
-      cpu_file = "/cpus";
-      mem_file = "/mems";
-    } else if (strcmp(type, "cgroup") == 0 && has_word(opts, "cpuset", ',')) {
-      cpu_file = "/cpuset.cpus";
-      mem_file = "/cpuset.mems";
+      put(&p, S("/cgroup.controllers"));
+      if (read_small(&p, ctrl, sizeof ctrl) <= 0 || !has_word(ctrl, S("cpuset"), ' ')) continue;
+      cpu_file = S("/cpuset.cpus.effective");
+      mem_file = S("/cpuset.mems.effective");
+    } else if (strcmp(type, S("cpuset")) == 0 ||
+               (strcmp(type, S("cgroup")) == 0 && has_word(opts, S("cpuset"), ',') && has_word(opts, S("noprefix"), ','))) {
+      cpu_file = S("/cpus");
+      mem_file = S("/mems");
+    } else if (strcmp(type, S("cgroup")) == 0 && has_word(opts, S("cpuset"), ',')) {
+      cpu_file = S("/cpuset.cpus");
+      mem_file = S("/cpuset.mems");
     } else {
       continue;
     }
@@ -297,7 +300,7 @@ static int leader(const path_t *p, const unsigned long *machine, int cpu) {
 }
 
 static void cpu_path(path_t *p, const char *root, int cpu, const char *rest) {
-  start(p, root, "sys/devices/system/cpu/cpu");
+  start(p, root, S("sys/devices/system/cpu/cpu"));
   put_int(p, cpu);
   put(p, rest);
 }
@@ -322,17 +325,17 @@ static void read_caches(const char *root, int cpu, const unsigned long *machine)
     idx[n++] = (char)('0' + k % 10);
     idx[n] = 0;
     cpu_path(&p, root, cpu, idx);
-    put(&p, "/level");
+    put(&p, S("/level"));
     if (read_small(&p, text, sizeof text) <= 0) break;
     int level = text[0] - '0';
     if (level < 1 || level > 5 || text[1] > ' ') continue;
     cpu_path(&p, root, cpu, idx);
-    put(&p, "/type");
-    if (read_small(&p, text, sizeof text) <= 0 || strncmp(text, "Instruction", 11) == 0) continue;
+    put(&p, S("/type"));
+    if (read_small(&p, text, sizeof text) <= 0 || strncmp(text, S("Instruction"), 11) == 0) continue;
     int lv = TOPO_LV_L1 + level - 1;
     if (_hpcmem_topo_desc_get_lead(cpu, lv) >= 0) continue;
     cpu_path(&p, root, cpu, idx);
-    put(&p, "/shared_cpu_list");
+    put(&p, S("/shared_cpu_list"));
     int l = leader(&p, machine, cpu);
     _hpcmem_topo_desc_lead(cpu, lv, l < 0 ? cpu : l);
   }
@@ -341,10 +344,10 @@ static void read_caches(const char *root, int cpu, const unsigned long *machine)
 int _hpcmem_topo_sysfs_read(const char *root) {
   unsigned long machine[CPU_LONGS], nodes[NODE_LONGS], set[CPU_LONGS];
   path_t p;
-  start(&p, root, "sys/devices/system/cpu/online");
+  start(&p, root, S("sys/devices/system/cpu/online"));
   int r = read_list(&p, machine, HPCMEM_TOPO_MAX_CPUS);
   if (r) return r;
-  start(&p, root, "sys/devices/system/node/online");
+  start(&p, root, S("sys/devices/system/node/online"));
   int numa = read_list(&p, nodes, HPCMEM_TOPO_MAX_NODE_OS) == 0;
   if (!numa) {
     memset(nodes, 0, sizeof nodes);
@@ -359,9 +362,9 @@ int _hpcmem_topo_sysfs_read(const char *root) {
   for (int n = 0; n < HPCMEM_TOPO_MAX_NODE_OS; n++) {
     if (!bit_isset(nodes, n)) continue;
     if (numa) {
-      start(&p, root, "sys/devices/system/node/node");
+      start(&p, root, S("sys/devices/system/node/node"));
       put_int(&p, n);
-      put(&p, "/cpulist");
+      put(&p, S("/cpulist"));
       if (read_list(&p, set, HPCMEM_TOPO_MAX_CPUS) != 0) continue;  /* not a node after all */
       for (int i = 0; i < CPU_LONGS; i++) set[i] &= machine[i];
     } else {
@@ -373,9 +376,9 @@ int _hpcmem_topo_sysfs_read(const char *root) {
     if (!bit_isset(machine, c)) continue;
     _hpcmem_topo_desc_cpu(c);
     _hpcmem_topo_desc_lead(c, TOPO_LV_CORE,
-                           leader2(root, c, "/topology/core_cpus_list", "/topology/thread_siblings_list", machine));
+                           leader2(root, c, S("/topology/core_cpus_list"), S("/topology/thread_siblings_list"), machine));
     _hpcmem_topo_desc_lead(c, TOPO_LV_PACKAGE,
-                           leader2(root, c, "/topology/package_cpus_list", "/topology/core_siblings_list", machine));
+                           leader2(root, c, S("/topology/package_cpus_list"), S("/topology/core_siblings_list"), machine));
     read_caches(root, c, machine);
   }
   return 0;

@@ -25,6 +25,7 @@
 #include "util/lock.h"
 #include "util/log.h"
 #include "util/options.h"
+#include "util/startdata.h"
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -601,7 +602,7 @@ static void derived_leads(void) {
 /* hwloc's PU order: depth first, siblings by their first cpu -- the same
  * as ordering the cpus by their leaders from the package down. */
 static int cpu_before(int a, int b) {
-  static const int8_t order[] = {TOPO_LV_PACKAGE, TOPO_LV_NUMA, TOPO_LV_L5, TOPO_LV_L5 - 1, TOPO_LV_L5 - 2,
+  static const int8_t order[] HPCMEM_START_RO = {TOPO_LV_PACKAGE, TOPO_LV_NUMA, TOPO_LV_L5, TOPO_LV_L5 - 1, TOPO_LV_L5 - 2,
                                  TOPO_LV_L5 - 3,  TOPO_LV_L1,   TOPO_LV_CORE};
   for (size_t k = 0; k < sizeof order; k++)
     if (C[a].lead[order[k]] != C[b].lead[order[k]]) return C[a].lead[order[k]] < C[b].lead[order[k]];
@@ -1155,9 +1156,9 @@ int _hpcmem_topo_load_sysfs(const char *root) {
     _hpcmem_topo_unload();
     return r;
   }
-  int here = strcmp(root, "/") == 0;
+  int here = root[0] == '/' && !root[1];
   char source[sizeof T.source];
-  copy_str(source, sizeof source, here ? "this machine" : "sysfs tree ");   /* not snprintf: see put_dec */
+  copy_str(source, sizeof source, here ? HPCMEM_START_STR("this machine") : "sysfs tree ");   /* not snprintf: see put_dec */
   size_t k = strlen(source);
   if (!here) copy_str(source + k, sizeof source - k, root);
   _hpcmem_topo_desc_finish(source, 1);
@@ -1168,8 +1169,8 @@ int _hpcmem_topo_load_sysfs(const char *root) {
 /* hwloc's variables that make it describe something else than what sysfs
  * says (a file, a description, another root, other components...). */
 static int hwloc_asked(void) {
-  static const char *const vars[] = {"HWLOC_XMLFILE", "HWLOC_SYNTHETIC", "HWLOC_FSROOT", "HWLOC_CPUID_PATH",
-                                     "HWLOC_COMPONENTS", "HWLOC_ALLOW", "HWLOC_THISSYSTEM"};
+  static const char vars[][18] HPCMEM_START_RO = {"HWLOC_XMLFILE", "HWLOC_SYNTHETIC", "HWLOC_FSROOT", "HWLOC_CPUID_PATH",
+                                                   "HWLOC_COMPONENTS", "HWLOC_ALLOW", "HWLOC_THISSYSTEM"};
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
     const char *v = getenv(vars[i]);
     if (v && *v) return 1;
@@ -1179,7 +1180,7 @@ static int hwloc_asked(void) {
 
 int _hpcmem_topo_start(void) {
   const char *file = _hpcmem_opt_str(TOPOLOGY);
-  if ((file && *file) || hwloc_asked() || _hpcmem_topo_load_sysfs("/") != 0) return _hpcmem_topo_load(NULL);
+  if ((file && *file) || hwloc_asked() || _hpcmem_topo_load_sysfs(HPCMEM_START_STR("/")) != 0) return _hpcmem_topo_load(NULL);
   return 0;
 }
 

@@ -5,6 +5,7 @@
  * these four files at -Os: 5.8 KiB less of it, docs/footprint.md). */
 #pragma GCC optimize("Os")
 #include "util/job.h"
+#include "util/startdata.h"
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
@@ -20,9 +21,10 @@ static const char *env_get(char *const *env, const char *name) {
   return NULL;
 }
 
-static int env_int(char *const *env, const char *const *names, int *out) {
-  for (; *names; names++) {
-    const char *v = env_get(env, *names);
+/* names: variable names, each ended by a NUL, the list by an empty one */
+static int env_int(char *const *env, const char *names, int *out) {
+  for (; *names; names += strlen(names) + 1) {
+    const char *v = env_get(env, names);
     char *end;
     if (!v || !*v) continue;
     long x = strtol(v, &end, 10);
@@ -49,34 +51,35 @@ static void append_uint(char *dst, size_t cap, unsigned v) {
 }
 
 void _hpcmem_job_load(char *const *env, int pid) {
-  static const char *const rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID", NULL};
-  static const char *const size_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", NULL};
-  static const char *const job_vars[] = {"SLURM_JOB_ID", "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "PMI_JOBID", NULL};
+  /* the launchers' names, in the start's data (util/startdata.h) */
+  static const char rank_vars[] HPCMEM_START_RO = "OMPI_COMM_WORLD_RANK\0PMI_RANK\0PMIX_RANK\0SLURM_PROCID\0";
+  static const char size_vars[] HPCMEM_START_RO = "OMPI_COMM_WORLD_SIZE\0PMI_SIZE\0SLURM_NTASKS\0";
+  static const char job_vars[] HPCMEM_START_RO = "SLURM_JOB_ID\0OMPI_MCA_ess_base_jobid\0PMIX_NAMESPACE\0PMI_JOBID\0";
   hpcmem_job_t *j = &_hpcmem_job;
   j->rank = -1; j->size = 1; j->from_launcher = 0;
   if (env_int(env, rank_vars, &j->rank)) j->from_launcher = 1;
   env_int(env, size_vars, &j->size);
   if (j->size < 1) j->size = 1;
   j->jobid[0] = 0;
-  for (const char *const *v = job_vars; *v && !j->jobid[0]; v++) {
-    const char *s = env_get(env, *v);
+  for (const char *v = job_vars; *v && !j->jobid[0]; v += strlen(v) + 1) {
+    const char *s = env_get(env, v);
     if (!s || !*s) continue;
     /* keep it file-name safe: letters, digits, '-', '_', '.' */
     size_t k = 0;
     for (; *s && k < sizeof j->jobid - 1; s++)
-      j->jobid[k++] = (strchr("-_.", *s) || (*s >= '0' && *s <= '9') || ((*s | 0x20) >= 'a' && (*s | 0x20) <= 'z')) ? *s : '_';
+      j->jobid[k++] = (*s == '-' || *s == '_' || *s == '.' || (*s >= '0' && *s <= '9') || ((*s | 0x20) >= 'a' && (*s | 0x20) <= 'z')) ? *s : '_';
     j->jobid[k] = 0;
   }
   /* every srun of one Slurm allocation shares SLURM_JOB_ID: the step tells
    * them apart, so a second step does not overwrite the first one's files */
-  const char *step = env_get(env, "SLURM_STEP_ID");
-  if (j->jobid[0] && step && *step && env_get(env, "SLURM_JOB_ID")) {
+  const char *step = env_get(env, HPCMEM_START_STR("SLURM_STEP_ID"));
+  if (j->jobid[0] && step && *step && env_get(env, job_vars /* its first: SLURM_JOB_ID */)) {
     size_t k = strlen(j->jobid);
     int ok = 1;
     for (const char *c = step; *c; c++) ok &= *c >= '0' && *c <= '9';
-    if (ok && k + 2 + strlen(step) < sizeof j->jobid) { append(j->jobid, sizeof j->jobid, "."); append(j->jobid, sizeof j->jobid, step); }
+    if (ok && k + 2 + strlen(step) < sizeof j->jobid) { append(j->jobid, sizeof j->jobid, HPCMEM_START_STR(".")); append(j->jobid, sizeof j->jobid, step); }
   }
-  if (!j->jobid[0]) { append(j->jobid, sizeof j->jobid, "pid"); append_uint(j->jobid, sizeof j->jobid, (unsigned)pid); }
+  if (!j->jobid[0]) { append(j->jobid, sizeof j->jobid, HPCMEM_START_STR("pid")); append_uint(j->jobid, sizeof j->jobid, (unsigned)pid); }
   struct utsname u;
   j->hostname[0] = 0;
   if (uname(&u) == 0) append(j->hostname, sizeof j->hostname, u.nodename);

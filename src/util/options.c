@@ -7,6 +7,7 @@
 #pragma GCC optimize("Os")
 #include "util/options.h"
 #include "util/log.h"
+#include "util/startdata.h"
 #include "hpcmem.h"
 #include <errno.h>
 #include <string.h>
@@ -14,9 +15,23 @@
 
 extern char **environ;
 
+/* The names, defaults and choices, which every process reads at start
+ * (util/startdata.h), as one object of char arrays; the help texts stay
+ * string literals in .rodata. */
+static const struct {
+#define HPCMEM_OPT_TEXT_(id, type, def, min, max, choices, help) \
+  char id##_name[sizeof #id], id##_def[sizeof def], id##_choices[sizeof choices];
+  HPCMEM_OPTIONS(HPCMEM_OPT_TEXT_)
+#undef HPCMEM_OPT_TEXT_
+} opt_text HPCMEM_START_RO = {
+#define HPCMEM_OPT_TEXT_(id, type, def, min, max, choices, help) #id, def, choices,
+  HPCMEM_OPTIONS(HPCMEM_OPT_TEXT_)
+#undef HPCMEM_OPT_TEXT_
+};
+
 const hpcmem_opt_desc_t _hpcmem_opt_desc[HPCMEM_OPT_COUNT_] = {
 #define HPCMEM_OPT_DESC_(id, type, def, min, max, choices, help) \
-  {#id, HPCMEM_OT_##type, def, min, max, choices, help},
+  {opt_text.id##_name, HPCMEM_OT_##type, opt_text.id##_def, min, max, opt_text.id##_choices, help},
   HPCMEM_OPTIONS(HPCMEM_OPT_DESC_)
 #undef HPCMEM_OPT_DESC_
 };
@@ -45,12 +60,12 @@ static int ascii_ncase_eq(const char *a, const char *b, size_t n) {
 }
 
 static int parse_bool(const char *s, long long *out) {
-  static const char *yes[] = {"1", "yes", "on", "true"}, *no[] = {"0", "no", "off", "false"};
+  static const char words[2][4][6] HPCMEM_START_RO = {{"0", "no", "off", "false"}, {"1", "yes", "on", "true"}};
   size_t n = strlen(s) + 1;             /* with the terminator: whole words only */
-  for (int i = 0; i < 4; i++) {
-    if (ascii_ncase_eq(s, yes[i], n)) { *out = 1; return 0; }
-    if (ascii_ncase_eq(s, no[i], n)) { *out = 0; return 0; }
-  }
+  if (n > sizeof words[0][0]) return -EINVAL;
+  for (int v = 0; v < 2; v++)
+    for (int i = 0; i < 4; i++)
+      if (ascii_ncase_eq(s, words[v][i], n)) { *out = v; return 0; }
   return -EINVAL;
 }
 
@@ -143,7 +158,7 @@ void _hpcmem_options_load(char *const *env) {
     set_value(id, _hpcmem_opt_desc[id].def, v, 0);
   }
   for (char *const *e = env; e && *e; e++) {
-    if (strncmp(*e, "HPCMEM_", 7) != 0) continue;
+    if (strncmp(*e, HPCMEM_START_STR("HPCMEM_"), 7) != 0) continue;
     const char *name = *e + 7, *eq = strchr(name, '=');
     if (!eq) continue;
     size_t nlen = (size_t)(eq - name);

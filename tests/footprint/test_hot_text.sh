@@ -41,6 +41,30 @@ for f in malloc free calloc realloc _hpcmem_init _hpcmem_heaps_init pthread_atfo
   if [ $a -ge $start ] && [ $a -lt $((start + size)) ]; then ok "$f"; else fail "$f" "at $a, outside $start + $size"; fi
 done
 
+# a plain process maps no page of .rodata (src/util/startdata.h): what the
+# start reads of libhpcmem's constant data lies in the hot code's window, the
+# rest (the report's, the trace's and the options' help texts) only a process
+# that prints or traces reads.  A page the start reads there again, from the
+# code or through a system call (a path given to open), maps the segment's
+# 24 KiB; asked with and without an option in the environment (its name is
+# read then).
+ro=$(readelf -lW "$lib" | awk '$1 == "LOAD" && NF == 8 && $7 == "R" && $2 != "0x000000" {print $2; exit}')
+if [ -z "$ro" ]; then
+  fail rodata_unread "no read-only data segment after the headers' in $lib"
+else
+  ro=$(printf %08x $((ro)))
+  for env in "" "HPCMEM_HEAPS=1"; do
+    rss=$(env $env LD_PRELOAD=$lib cat /proc/self/smaps |
+          awk -v o="$ro" '$2 == "r--p" && $3 == o && $6 ~ /libhpcmem/ {on = 1; next}
+                          on && $1 == "Rss:" {print $2; exit}')
+    case "$rss" in
+    0) ok "rodata_unread${env:+ ($env)}" ;;
+    "") fail rodata_unread "no r--p mapping at offset $ro of libhpcmem in cat's smaps" ;;
+    *) fail rodata_unread "${env:+with $env: }a plain process maps $rss KiB of .rodata: the start reads a constant outside src/util/startdata.h's section (docs/footprint.md, The start's constant data)" ;;
+    esac
+  done
+fi
+
 # libc right below libhpcmem (src/hot-text.ld, "The loader's alignment"):
 # the largest segment alignment is 1 MiB, and in most starts the C library's
 # last mapping ends where libhpcmem's first begins (the loader's cache file
