@@ -406,7 +406,7 @@ static int free_any(hpcmem_tcache_t *t, void *p, const char *fn) {
     /* as on the fast path, p goes into an empty list's slot without being
      * read (it cannot be on the empty list); otherwise the key is checked */
     int mine = s->heap == t->heap_index, empty = mine && !b->count;
-    if (p == b->slot ||
+    if (p == b->slot || p == t->pend ||
         (!empty && ((uint64_t *)p)[1] == _hpcmem_free_key && is_double_free(t, s, p))) {
       misuse(fn, p, "double free");
       return -1;
@@ -478,8 +478,9 @@ HPCMEM_NOINLINE static void free_slow(void *p) {
 /* the entry points                                                     */
 
 /* The fast paths: a thread-cache hit touches the cache's first line, the
- * bin's line and the object (free also one byte of the class map and the
- * class's geometry: no span record, no lock, no atomic).  A hit's statistics
+ * bin's line and the object (free also one byte of the class map, the
+ * class's geometry, and the line and object of the free it put aside before:
+ * no span record, no lock, no atomic).  A hit's statistics
  * are one subtraction from the accounting word (HPCMEM_ACCT_CALLS); a word
  * that would go negative sends the call, before anything changed, to a
  * tail-called settling path (malloc_settle, free_settle). */
@@ -548,6 +549,34 @@ static ALWAYS_INLINE hpcmem_bin_t *bin_of(hpcmem_tcache_t *t, const void *p) {
   return (hpcmem_bin_t *)((uint64_t *)t->bin + k);
 }
 
+/* The pending free q (checked and counted when free put it aside) into its
+ * bin b: onto the list while it has room, into the slot when the list is
+ * empty; -1: free_pending must take it. */
+static ALWAYS_INLINE int bin_push(hpcmem_bin_t *b, void *q, uint64_t key) {
+  if (HPCMEM_LIKELY(b->count != 0)) {
+    if (HPCMEM_UNLIKELY(b->count >= b->max)) return -1;
+    *(void **)q = b->head;
+    ((uint64_t *)q)[1] = key;
+    b->head = q;
+    b->count++;
+    return 0;
+  }
+  return _hpcmem_tcache_put_empty(b, q, key);
+}
+
+/* A pending free its bin did not take on the fast path: the bin is full
+ * (it flushes half), or q is the slot's object (cannot be: a free of the
+ * slot's object goes to the slow path). */
+HPCMEM_NOINLINE static void free_pending(hpcmem_tcache_t *t, void *q, hpcmem_bin_t *b) {
+  unsigned cls = (unsigned)(b - t->bin);
+  if (!b->count) return;                       /* the slot's object: cached already */
+  *(void **)q = b->head;
+  ((uint64_t *)q)[1] = _hpcmem_free_key;
+  b->head = q;
+  b->count++;
+  _hpcmem_tcache_flush(t, cls);
+}
+
 /* A hit whose accounting word would go negative: its budget ran out, or
  * the slow path emptied the word to see this call -- its timing sample is
  * due, or malloc's fast path is off (tracing, routed malloc), which only the
@@ -581,7 +610,7 @@ HPCMEM_NOINLINE static void *malloc_settle(size_t n) {
 HPCMEM_NOINLINE static void free_settle(void *p) {
   hpcmem_tcache_t *t = _hpcmem_tc;
   hpcmem_bin_t *b = bin_of(t, p);
-  if (!b) { free_slow(p); return; }
+  if (!b || p == t->pend) { free_slow(p); return; }
   uint64_t weight = 0, t0 = time_start(&t->time_free, &t->timed_free, _hpcmem_tcache_n_free(t), &weight);
   if (bin_put(b, p, _hpcmem_free_key) == 0) {
     t->n_free++;
@@ -630,7 +659,23 @@ EXPORT FAST_PATH void free(void *p) {
   if (HPCMEM_LIKELY(b != NULL)) {
     uint64_t left = t->acct_free - b->step;
     if (HPCMEM_UNLIKELY((int64_t)left < 0)) { free_settle(p); return; }
-    if (HPCMEM_LIKELY(bin_put(b, p, _hpcmem_free_key) == 0)) {
+    void *q = t->pend;
+    /* a list to push onto: p is put aside, the one put aside before goes
+     * onto its bin (see pend in heap/tcache.h); the checks are bin_put's */
+    if (HPCMEM_LIKELY(b->count != 0)) {
+      if (HPCMEM_UNLIKELY(((uint64_t *)p)[1] == _hpcmem_free_key || p == q)) { free_slow(p); return; }
+      hpcmem_bin_t *qb = t->pend_bin;
+      t->pend = p;
+      t->pend_bin = b;
+      t->acct_free = left;
+      if (HPCMEM_UNLIKELY(q == NULL)) return;
+      if (HPCMEM_LIKELY(bin_push(qb, q, _hpcmem_free_key) == 0)) return;
+      free_pending(t, q, qb);
+      return;
+    }
+    /* an empty list: p into the slot at once (a malloc that follows finds
+     * it there; put aside, a malloc+free loop would refill every time) */
+    if (HPCMEM_LIKELY(p != q && bin_put(b, p, _hpcmem_free_key) == 0)) {
       t->acct_free = left;
       return;
     }

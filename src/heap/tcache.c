@@ -288,6 +288,7 @@ void _hpcmem_tcache_flush(hpcmem_tcache_t *t, unsigned cls) {
 }
 
 void _hpcmem_tcache_flush_all(hpcmem_tcache_t *t) {
+  _hpcmem_tcache_pend_flush(t);
   for (unsigned c = 1; c < HPCMEM_NCLASSES; c++) {
     hpcmem_bin_t *b = &t->bin[c];
     size_t size = _hpcmem_class_size[c];
@@ -335,9 +336,26 @@ void _hpcmem_tcache_fork_child(void) {
   _hpcmem_unlock(&registry_lock);
 }
 
+/* The pending free into its bin's list (bins are flushed after this; the
+ * list may run past its room until then). */
+void _hpcmem_tcache_pend_flush(hpcmem_tcache_t *t) {
+  void *p = t->pend;
+  if (!p) return;
+  hpcmem_bin_t *b = t->pend_bin;
+  t->pend = NULL;
+  if (!b->count) {
+    (void)_hpcmem_tcache_put_empty(b, p, _hpcmem_free_key);   /* -1: p is the slot's object already */
+    return;
+  }
+  *(void **)p = b->head;
+  ((uint64_t *)p)[1] = _hpcmem_free_key;
+  b->head = p;
+  b->count++;
+}
+
 int _hpcmem_tcache_contains(hpcmem_tcache_t *t, unsigned cls, const void *p) {
   unsigned n = 0;
-  if (t->bin[cls].slot == p) return 1;
+  if (t->pend == p || t->bin[cls].slot == p) return 1;
   for (void *q = t->bin[cls].head; q && n <= t->bin[cls].count; q = *(void **)q, n++)
     if (q == p) return 1;
   return 0;
@@ -359,6 +377,8 @@ void _hpcmem_tcache_merge_stats(hpcmem_stats_t *out, uint64_t *cur_unpublished) 
     *cur_unpublished += (uint64_t)((int64_t)(b_alloc - b_freed) - t->published);
     for (unsigned c = 1; c < HPCMEM_NCLASSES; c++)    /* free objects the bin holds (not its fresh range) */
       out->retained_bytes += ((uint64_t)t->bin[c].count + (t->bin[c].slot != NULL)) * _hpcmem_class_size[c];
+    const hpcmem_bin_t *pb = __atomic_load_n(&t->pend_bin, __ATOMIC_RELAXED);   /* and the pending free */
+    if (__atomic_load_n(&t->pend, __ATOMIC_RELAXED) && pb) out->retained_bytes += pb->step >> 32;
   }
   _hpcmem_unlock(&registry_lock);
 }

@@ -60,7 +60,20 @@ typedef struct hpcmem_tcache {
   char *slice;                     /* start of the group heap's address slice (NULL while tracing) */
   const uint8_t *classmap;         /* the slice's part of _hpcmem_heaps.classmap */
   uint64_t acct_alloc, acct_free;  /* accounting words (see HPCMEM_ACCT_CALLS) */
-  hpcmem_bin_t bin[HPCMEM_NCLASSES];
+  union {
+    hpcmem_bin_t bin[HPCMEM_NCLASSES];
+    /* class 0 has no objects: its bin's room on the first line holds the
+     * pending free.  free's hit puts its object aside here and pushes the
+     * one put aside before onto that one's bin, whose address was known
+     * long ago: malloc's next load of a bin head then does not wait for
+     * the address of a store that depends on the pointer just freed (a
+     * cache miss in a program that frees what it just loaded;
+     * docs/allocator.md, "The pending free"). */
+    struct {
+      void *pend;                  /* freed (counted, unwritten), not yet in its bin; or NULL */
+      hpcmem_bin_t *pend_bin;      /* its bin (the thread's heap: a rebind flushes it first) */
+    };
+  };
   char *fresh[HPCMEM_NCLASSES];    /* next fresh object of each bin */
   /* Statistics of this thread, as settled; the exact figures are
    * _hpcmem_tcache_n_alloc() and its neighbours.  current bytes = allocated - freed. */
@@ -174,12 +187,14 @@ static inline int _hpcmem_tcache_put_empty(hpcmem_bin_t *b, void *p, uint64_t ke
 void _hpcmem_tcache_flush(hpcmem_tcache_t *t, unsigned cls);
 /* Give everything back (thread exit); the cache stays usable. */
 void _hpcmem_tcache_flush_all(hpcmem_tcache_t *t);
+/* The pending free (see pend) into its bin; flush_all does it first. */
+void _hpcmem_tcache_pend_flush(hpcmem_tcache_t *t);
 /* The thread of t exited (after _hpcmem_tcache_flush_all): t may go to another thread. */
 void _hpcmem_tcache_retire(hpcmem_tcache_t *t);
 void _hpcmem_tcache_fork_prepare(void);
 void _hpcmem_tcache_fork_parent(void);
 void _hpcmem_tcache_fork_child(void);
-/* The whole-bin scan behind a suspected double free: is p in t's bin cls (slot or list)? */
+/* The whole-bin scan behind a suspected double free: is p in t's bin cls (slot or list) or its pending free? */
 int _hpcmem_tcache_contains(hpcmem_tcache_t *t, unsigned cls, const void *p);
 void _hpcmem_tcache_init_process(void);
 /* Statistics over all caches (live and exited). */

@@ -1,7 +1,7 @@
 /* Misuse on purpose, for test_misuse.sh: one kind of bad free per run.
  *   misuse KIND    KIND: interior double double-slot double-list foreign stack interior-large double-large double-large-cached
  *                        misaligned-large realloc-foreign unallocated double-remote
- *                        interior-run unallocated-run
+ *                        interior-run unallocated-run double-pending double-after-pending
  * Prints "survived" and exits 0 when the allocator let it go on.
  * double-remote (run with HPCMEM_HEAPS=2): a thread on cpu 0 allocates, one
  * on cpu 1 frees the block twice, so the first free puts it on the remote
@@ -64,6 +64,18 @@ int main(int argc, char **argv) {
   /* a class of its own (60000 bytes): q goes into the empty bin's slot unread */
   else if (!strcmp(k, "double-slot")) { char *q = malloc(60000); free(q); free(q); }
   /* q into the slot, r moves it onto the list: the key marks it */
+  else if (!strcmp(k, "double-pending") || !strcmp(k, "double-after-pending")) {
+    /* a list in the 64-byte bin first: then free puts each object aside (the
+     * pending free) and pushes the one before onto the list */
+    char *a = malloc(64), *b = malloc(64), *c = malloc(64), *x = malloc(64), *y = malloc(64);
+    free(a);
+    free(b);
+    free(c);
+    free(x);                                  /* x put aside, c onto the list */
+    if (!strcmp(k, "double-after-pending")) free(y);   /* y aside, x onto the list */
+    free(x);
+    if (strcmp(k, "double-after-pending")) free(y);
+  }
   else if (!strcmp(k, "double-list")) { char *q = malloc(60000), *r = malloc(60000); free(q); free(r); free(q); }
   else if (!strcmp(k, "foreign")) free(other + 64);
   else if (!strcmp(k, "stack")) free(local);

@@ -24,6 +24,13 @@ check double_slot_abort abort double-slot $ABRT "free(0x[0-9a-f]*): double free"
 check double_list_abort abort double-list $ABRT "free(0x[0-9a-f]*): double free"
 check double_slot_warn warn double-slot 0 "double free"
 check double_list_warn warn double-list 0 "double free"
+# free puts its object aside and pushes the one before onto its bin
+# (docs/allocator.md, The pending free): a second free of the object put
+# aside, and of one pushed since, are double frees at once
+check double_pending_abort abort double-pending $ABRT "free(0x[0-9a-f]*): double free"
+check double_pending_warn warn double-pending 0 "free(0x[0-9a-f]*): double free"
+check double_after_pending_abort abort double-after-pending $ABRT "free(0x[0-9a-f]*): double free"
+check double_after_pending_warn warn double-after-pending 0 "free(0x[0-9a-f]*): double free"
 check foreign_abort abort foreign $ABRT "foreign pointer"
 check foreign_warn warn foreign 0 "foreign pointer"
 check stack_warn warn stack 0 "foreign pointer"

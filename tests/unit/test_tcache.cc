@@ -188,6 +188,48 @@ TEST(_hpcmem_tcache_flush, an_idle_bin_goes_back_to_the_heap) {
   }).join();
 }
 
+// free's hit puts its object aside (pend) while the bin has a list, and
+// pushes the one put aside before onto that one's bin (src/heap/tcache.h)
+TEST(_hpcmem_tcache_pend_flush, the_object_put_aside_joins_its_list) {
+  std::thread([] {
+    size_t size = 2304;                               // a class only this test uses
+    unsigned c = _hpcmem_size_class(size);
+    void *a = malloc(size), *b = malloc(size), *p = malloc(size);
+    hpcmem_tcache_t *t = _hpcmem_tc;                  // the thread's cache, now that it has one
+    free(a);
+    free(b);                                          // the bin has a list now
+    _hpcmem_tcache_pend_flush(t);                     // (b, or another object, may be aside)
+    unsigned listed = t->bin[c].count;
+    free(p);                                          // put aside
+    // no test macro until the second snapshot: they allocate
+    hpcmem_stats_t aside, back;
+    int rc = hpcmem_stats(&aside);
+    void *pend = t->pend, *pend_bin = t->pend_bin;
+    unsigned count_aside = t->bin[c].count;
+    int contains = _hpcmem_tcache_contains(t, c, p);
+    _hpcmem_tcache_pend_flush(t);
+    void *pend_after = t->pend, *head = t->bin[c].head;
+    unsigned count_after = t->bin[c].count;
+    uint64_t key = ((uint64_t *)p)[1];
+    void *again = malloc(size);
+    rc |= hpcmem_stats(&back);
+    ASSERT_EQ(rc, 0);
+    ASSERT_GE(listed, 1u) << "a list, so that free puts p aside";
+    EXPECT_EQ(pend, p);
+    EXPECT_EQ(pend_bin, &t->bin[c]);
+    EXPECT_EQ(count_aside, listed) << "not in the list while aside";
+    EXPECT_EQ(contains, 1) << "a second free of it is a double free";
+    EXPECT_EQ(pend_after, nullptr);
+    EXPECT_EQ(count_after, listed + 1);
+    EXPECT_EQ(head, p);
+    EXPECT_EQ(key, _hpcmem_free_key) << "on a list: it carries the free key";
+    EXPECT_EQ(again, p);
+    EXPECT_EQ(aside.retained_bytes - back.retained_bytes, _hpcmem_class_size[c]) << "aside, the cache held it";
+    EXPECT_EQ(back.free_count, aside.free_count) << "counted when it was put aside, not again";
+    EXPECT_EQ(hpcmem_check(), 0);
+  }).join();
+}
+
 TEST(hpcmem_stats, retained_bytes_count_what_thread_caches_hold) {
   std::thread([] {
     size_t size = 1792;                               // a class only this test uses
