@@ -413,6 +413,9 @@ static int free_any(hpcmem_tcache_t *t, void *p, const char *fn) {
     }
     t->n_free++;
     t->b_freed += s->obj_size;
+    /* the free put aside goes onto its list: with tracing, or plain malloc
+     * routed to another segment, every free comes here and none would */
+    if (HPCMEM_UNLIKELY(t->pend != NULL)) _hpcmem_tcache_pend_flush(t);
     if (!mine) {                              /* another group's memory goes home, lock-free */
       _hpcmem_span_remote_free(s, p);
       t->st.remote_free_count++;

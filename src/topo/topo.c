@@ -1169,7 +1169,7 @@ int _hpcmem_topo_load_sysfs(const char *root) {
 /* hwloc's variables that make it describe something else than what sysfs
  * says (a file, a description, another root, other components...). */
 static int hwloc_asked(void) {
-  static const char vars[][18] HPCMEM_START_RO = {"HWLOC_XMLFILE", "HWLOC_SYNTHETIC", "HWLOC_FSROOT", "HWLOC_CPUID_PATH",
+  static const char vars[][18] HPCMEM_START_TEXT = {"HWLOC_XMLFILE", "HWLOC_SYNTHETIC", "HWLOC_FSROOT", "HWLOC_CPUID_PATH",
                                                    "HWLOC_COMPONENTS", "HWLOC_ALLOW", "HWLOC_THISSYSTEM"};
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
     const char *v = getenv(vars[i]);

@@ -52,9 +52,9 @@ static void append_uint(char *dst, size_t cap, unsigned v) {
 
 void _hpcmem_job_load(char *const *env, int pid) {
   /* the launchers' names, in the start's data (util/startdata.h) */
-  static const char rank_vars[] HPCMEM_START_RO = "OMPI_COMM_WORLD_RANK\0PMI_RANK\0PMIX_RANK\0SLURM_PROCID\0";
-  static const char size_vars[] HPCMEM_START_RO = "OMPI_COMM_WORLD_SIZE\0PMI_SIZE\0SLURM_NTASKS\0";
-  static const char job_vars[] HPCMEM_START_RO = "SLURM_JOB_ID\0OMPI_MCA_ess_base_jobid\0PMIX_NAMESPACE\0PMI_JOBID\0";
+  static const char rank_vars[] HPCMEM_START_TEXT = "OMPI_COMM_WORLD_RANK\0PMI_RANK\0PMIX_RANK\0SLURM_PROCID\0";
+  static const char size_vars[] HPCMEM_START_TEXT = "OMPI_COMM_WORLD_SIZE\0PMI_SIZE\0SLURM_NTASKS\0";
+  static const char job_vars[] HPCMEM_START_TEXT = "SLURM_JOB_ID\0OMPI_MCA_ess_base_jobid\0PMIX_NAMESPACE\0PMI_JOBID\0";
   hpcmem_job_t *j = &_hpcmem_job;
   j->rank = -1; j->size = 1; j->from_launcher = 0;
   if (env_int(env, rank_vars, &j->rank)) j->from_launcher = 1;

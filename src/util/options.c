@@ -23,7 +23,7 @@ static const struct {
   char id##_name[sizeof #id], id##_def[sizeof def], id##_choices[sizeof choices];
   HPCMEM_OPTIONS(HPCMEM_OPT_TEXT_)
 #undef HPCMEM_OPT_TEXT_
-} opt_text HPCMEM_START_RO = {
+} opt_text HPCMEM_START_TEXT = {
 #define HPCMEM_OPT_TEXT_(id, type, def, min, max, choices, help) #id, def, choices,
   HPCMEM_OPTIONS(HPCMEM_OPT_TEXT_)
 #undef HPCMEM_OPT_TEXT_
@@ -60,7 +60,7 @@ static int ascii_ncase_eq(const char *a, const char *b, size_t n) {
 }
 
 static int parse_bool(const char *s, long long *out) {
-  static const char words[2][4][6] HPCMEM_START_RO = {{"0", "no", "off", "false"}, {"1", "yes", "on", "true"}};
+  static const char words[2][4][6] HPCMEM_START_TEXT = {{"0", "no", "off", "false"}, {"1", "yes", "on", "true"}};
   size_t n = strlen(s) + 1;             /* with the terminator: whole words only */
   if (n > sizeof words[0][0]) return -EINVAL;
   for (int v = 0; v < 2; v++)

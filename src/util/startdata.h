@@ -17,7 +17,11 @@
 #define HPCMEM_UTIL_STARTDATA_H
 
 #define HPCMEM_START_RO __attribute__((section(".rodata.hpcmem_start")))
+/* text (char arrays, lists of them): byte-aligned, where the compiler
+ * would align each array of 16 bytes or more to 16 or 32 (320 bytes of
+ * padding in a window that has little room) */
+#define HPCMEM_START_TEXT HPCMEM_START_RO __attribute__((aligned(1)))
 #define HPCMEM_START_STR(s) \
-  (__extension__({ static const char hpcmem_start_str_[] HPCMEM_START_RO = s; hpcmem_start_str_; }))
+  (__extension__({ static const char hpcmem_start_str_[] HPCMEM_START_TEXT = s; hpcmem_start_str_; }))
 
 #endif

@@ -230,6 +230,31 @@ TEST(_hpcmem_tcache_pend_flush, the_object_put_aside_joins_its_list) {
   }).join();
 }
 
+// with the fast path off (tracing, routed plain malloc) every free is a slow
+// one: the first pushes the object put aside, which would wait there for good
+TEST(_hpcmem_tcache_pend_flush, a_slow_free_pushes_the_object_put_aside) {
+  pid_t pid = fork();                                  // the fast path stays off in the child
+  if (pid == 0) {
+    size_t size = 2816;                                // a class only this test uses
+    unsigned c = _hpcmem_size_class(size);
+    void *a = malloc(size), *b = malloc(size), *p = malloc(size), *x = malloc(64);
+    hpcmem_tcache_t *t = _hpcmem_tc;
+    free(a);
+    free(b);
+    _hpcmem_tcache_pend_flush(t);
+    free(p);                                           // put aside
+    int aside = t->pend == p;
+    _hpcmem_tcache_fast_path_off(1);
+    free(x);                                           // the slow path
+    int pushed = t->pend == nullptr && t->bin[c].head == p;
+    _exit(!aside ? 1 : !pushed ? 2 : hpcmem_check() != 0 ? 3 : 0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "exit " << WEXITSTATUS(status)
+      << " (1: p not put aside, 2: not pushed by the slow free, 3: heap check)";
+}
+
 TEST(hpcmem_stats, retained_bytes_count_what_thread_caches_hold) {
   std::thread([] {
     size_t size = 1792;                               // a class only this test uses
