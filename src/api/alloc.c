@@ -423,10 +423,8 @@ static int free_any(hpcmem_tcache_t *t, void *p, const char *fn) {
       _hpcmem_tcache_bin_start(t, s->cls);
       if (empty) _hpcmem_tcache_put_empty(b, p, _hpcmem_free_key);
       else {
-        *(void **)p = b->head;
-        ((uint64_t *)p)[1] = _hpcmem_free_key;
-        b->head = p;
-        if (++b->count > b->max) _hpcmem_tcache_flush(t, s->cls);
+        _hpcmem_bin_link(b, p, _hpcmem_free_key);
+        if (b->count > b->max) _hpcmem_tcache_flush(t, s->cls);
       }
     }
   } else if (s) {
@@ -524,10 +522,7 @@ static ALWAYS_INLINE void *bin_take(hpcmem_tcache_t *t, hpcmem_bin_t *b, unsigne
 static ALWAYS_INLINE int bin_put(hpcmem_bin_t *b, void *p, uint64_t key) {
   if (HPCMEM_LIKELY(b->count != 0)) {         /* the slot is empty while the list is not */
     if (HPCMEM_UNLIKELY(((uint64_t *)p)[1] == key) || HPCMEM_UNLIKELY(b->count >= b->max)) return -1;
-    *(void **)p = b->head;
-    ((uint64_t *)p)[1] = key;
-    b->head = p;
-    b->count++;
+    _hpcmem_bin_link(b, p, key);
     return 0;
   }
   if (HPCMEM_UNLIKELY(p == b->slot)) return -1;
@@ -558,10 +553,7 @@ static ALWAYS_INLINE hpcmem_bin_t *bin_of(hpcmem_tcache_t *t, const void *p) {
 static ALWAYS_INLINE int bin_push(hpcmem_bin_t *b, void *q, uint64_t key) {
   if (HPCMEM_LIKELY(b->count != 0)) {
     if (HPCMEM_UNLIKELY(b->count >= b->max)) return -1;
-    *(void **)q = b->head;
-    ((uint64_t *)q)[1] = key;
-    b->head = q;
-    b->count++;
+    _hpcmem_bin_link(b, q, key);
     return 0;
   }
   return _hpcmem_tcache_put_empty(b, q, key);
@@ -573,10 +565,7 @@ static ALWAYS_INLINE int bin_push(hpcmem_bin_t *b, void *q, uint64_t key) {
 HPCMEM_NOINLINE static void free_pending(hpcmem_tcache_t *t, void *q, hpcmem_bin_t *b) {
   unsigned cls = (unsigned)(b - t->bin);
   if (!b->count) return;                       /* the slot's object: cached already */
-  *(void **)q = b->head;
-  ((uint64_t *)q)[1] = _hpcmem_free_key;
-  b->head = q;
-  b->count++;
+  _hpcmem_bin_link(b, q, _hpcmem_free_key);
   _hpcmem_tcache_flush(t, cls);
 }
 

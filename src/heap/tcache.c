@@ -299,10 +299,7 @@ void _hpcmem_tcache_flush_all(hpcmem_tcache_t *t) {
     for (unsigned i = 0; i <= b->nfresh; i++) {
       void *p = i ? t->fresh[c] + (size_t)(i - 1) * size : b->slot;
       if (!p) continue;
-      *(void **)p = b->head;
-      ((uint64_t *)p)[1] = _hpcmem_free_key;
-      b->head = p;
-      b->count++;
+      _hpcmem_bin_link(b, p, _hpcmem_free_key);
     }
     b->slot = NULL;
     b->nfresh = 0;
@@ -347,10 +344,7 @@ void _hpcmem_tcache_pend_flush(hpcmem_tcache_t *t) {
     (void)_hpcmem_tcache_put_empty(b, p, _hpcmem_free_key);   /* -1: p is the slot's object already */
     return;
   }
-  *(void **)p = b->head;
-  ((uint64_t *)p)[1] = _hpcmem_free_key;
-  b->head = p;
-  b->count++;
+  _hpcmem_bin_link(b, p, _hpcmem_free_key);
 }
 
 int _hpcmem_tcache_contains(hpcmem_tcache_t *t, unsigned cls, const void *p) {

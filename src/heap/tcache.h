@@ -183,6 +183,13 @@ static inline int _hpcmem_tcache_put_empty(hpcmem_bin_t *b, void *p, uint64_t ke
   b->slot = NULL;
   return 0;
 }
+/* p onto bin b's list, carrying the free key (the caller saw to the list's room). */
+static inline void _hpcmem_bin_link(hpcmem_bin_t *b, void *p, uint64_t key) {
+  *(void **)p = b->head;
+  ((uint64_t *)p)[1] = key;
+  b->head = p;
+  b->count++;
+}
 /* Flush half of bin cls back to the heaps. */
 void _hpcmem_tcache_flush(hpcmem_tcache_t *t, unsigned cls);
 /* Give everything back (thread exit); the cache stays usable. */
