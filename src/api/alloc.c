@@ -421,11 +421,8 @@ static int free_any(hpcmem_tcache_t *t, void *p, const char *fn) {
       t->st.remote_free_count++;
     } else {
       _hpcmem_tcache_bin_start(t, s->cls);
-      if (empty) _hpcmem_tcache_put_empty(b, p, _hpcmem_free_key);
-      else {
-        _hpcmem_bin_link(b, p, _hpcmem_free_key);
-        if (b->count > b->max) _hpcmem_tcache_flush(t, s->cls);
-      }
+      _hpcmem_bin_give(b, p, _hpcmem_free_key);   /* not the slot's object: tested above */
+      if (b->count > b->max) _hpcmem_tcache_flush(t, s->cls);
     }
   } else if (s) {
     size_t usable = s->run_size;
@@ -551,7 +548,7 @@ static ALWAYS_INLINE hpcmem_bin_t *bin_of(hpcmem_tcache_t *t, const void *p) {
  * bin b: onto the list while it has room, into the slot when the list is
  * empty; -1: free_pending must take it. */
 static ALWAYS_INLINE int bin_push(hpcmem_bin_t *b, void *q, uint64_t key) {
-  if (HPCMEM_LIKELY(b->count != 0)) {
+  if (HPCMEM_LIKELY(b->count != 0)) {         /* _hpcmem_bin_give with the room's test, laid out for the hit */
     if (HPCMEM_UNLIKELY(b->count >= b->max)) return -1;
     _hpcmem_bin_link(b, q, key);
     return 0;

@@ -340,11 +340,7 @@ void _hpcmem_tcache_pend_flush(hpcmem_tcache_t *t) {
   if (!p) return;
   hpcmem_bin_t *b = t->pend_bin;
   t->pend = NULL;
-  if (!b->count) {
-    (void)_hpcmem_tcache_put_empty(b, p, _hpcmem_free_key);   /* -1: p is the slot's object already */
-    return;
-  }
-  _hpcmem_bin_link(b, p, _hpcmem_free_key);
+  (void)_hpcmem_bin_give(b, p, _hpcmem_free_key);   /* -1: p is the slot's object already */
 }
 
 int _hpcmem_tcache_contains(hpcmem_tcache_t *t, unsigned cls, const void *p) {

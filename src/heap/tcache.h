@@ -190,6 +190,13 @@ static inline void _hpcmem_bin_link(hpcmem_bin_t *b, void *p, uint64_t key) {
   b->head = p;
   b->count++;
 }
+/* p into bin b: onto its list, or when the list is empty into the slot (see
+ * _hpcmem_tcache_put_empty, whose -1 it returns: p is the slot's object). */
+static inline int _hpcmem_bin_give(hpcmem_bin_t *b, void *p, uint64_t key) {
+  if (!b->count) return _hpcmem_tcache_put_empty(b, p, key);
+  _hpcmem_bin_link(b, p, key);
+  return 0;
+}
 /* Flush half of bin cls back to the heaps. */
 void _hpcmem_tcache_flush(hpcmem_tcache_t *t, unsigned cls);
 /* Give everything back (thread exit); the cache stays usable. */
