@@ -179,7 +179,7 @@ static void list_remove(hpcmem_heap_t *h, hpcmem_span_t *s) {
 
 /* Put s on the list its state calls for (after its free list or carving changed). */
 static void span_file(hpcmem_heap_t *h, hpcmem_span_t *s) {
-  unsigned list = s->free ? LIST_PARTIAL : s->bump < s->capacity ? LIST_FRESH : LIST_NONE;
+  unsigned list = s->free ? LIST_PARTIAL : s->bump < s->capacity || s->hole_n ? LIST_FRESH : LIST_NONE;
   if (list == s->in_partial) return;
   if (s->in_partial) list_remove(h, s);
   if (list) list_push(h, s, list);
@@ -266,7 +266,7 @@ static void kept_trim(hpcmem_heap_t *h) {
     h->empty_bytes -= span_bytes(s);
     if (span_is_last(h, s)) continue;       /* a class's last span stays, uncounted */
     list_remove(h, s);
-    h->free_small_bytes -= (uint64_t)s->bump * s->obj_size;   /* used == 0: every carved object is free */
+    h->free_small_bytes -= (uint64_t)(s->bump - s->hole_n) * s->obj_size;   /* used == 0: the rest is free */
     run_release(h, s);
   }
 }
@@ -307,8 +307,12 @@ static void span_maybe_release(hpcmem_heap_t *h, hpcmem_span_t *s) {
  * search), its free bytes go, and the pages its class touched become a tail
  * for the next class to carve (dirty_tail). */
 static void span_detach(hpcmem_heap_t *h, hpcmem_span_t *s) {
-  for (uint32_t k = 0; k < s->bump; k++) ((uint64_t *)(s->start + (size_t)k * s->obj_size))[1] = 0;
-  h->free_small_bytes -= (uint64_t)s->bump * s->obj_size;
+  for (uint32_t k = 0; k < s->bump; k++) {
+    if (k == s->hole_at) k += s->hole_n;     /* never written: no key to clear */
+    if (k < s->bump) ((uint64_t *)(s->start + (size_t)k * s->obj_size))[1] = 0;
+  }
+  h->free_small_bytes -= (uint64_t)(s->bump - s->hole_n) * s->obj_size;
+  s->hole_at = s->hole_n = 0;
   span_unkeep(h, s);
   list_remove(h, s);
   uint64_t touched = page_up((uint64_t)s->bump * s->obj_size);
@@ -426,7 +430,7 @@ static void collect_remote(hpcmem_heap_t *h) {
  * object costs no page fault). */
 #define REFILL_PARTS 16
 unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, hpcmem_refill_t *out, unsigned want,
-                             unsigned most, hpcmem_lone_t *lone) {
+                             hpcmem_lone_t *lone) {
   struct { void *head, *tail; char *fresh; unsigned n; } part[REFILL_PARTS];
   unsigned got = 0, np = 0;
   void *head = NULL, *tail = NULL;
@@ -437,8 +441,8 @@ unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, hpcmem_refill_t *ou
     hpcmem_span_t *s = h->partial[cls];
     unsigned before = got;
     if (s) {                                  /* recycled objects first */
-      unsigned nfree = s->bump - s->used;
-      if (got + nfree <= most) {              /* the whole list in one step */
+      unsigned nfree = s->bump - s->used - s->hole_n;
+      if (got + nfree <= want) {              /* the whole list in one step */
         part[np++] = (typeof(part[0])){s->free, s->free_tail, NULL, nfree};
         s->free = NULL;
         got += nfree;
@@ -451,8 +455,14 @@ unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, hpcmem_refill_t *ou
         }
       }
       h->free_small_bytes -= (uint64_t)(got - before) * size;
-    } else {                                  /* then fresh ones, carved lazily */
-      if (!(s = h->fresh[cls]) && !(s = span_new(h, cls, lone))) break;
+    } else if ((s = h->fresh[cls]) && s->hole_n) {   /* then fresh ones: a hole's first */
+      unsigned fresh = s->hole_n < want - got ? s->hole_n : want - got;
+      part[np++] = (typeof(part[0])){NULL, NULL, s->start + (size_t)s->hole_at * size, fresh};
+      s->hole_at += fresh;
+      s->hole_n -= fresh;
+      got += fresh;
+    } else {                                  /* carved lazily */
+      if (!s && !(s = span_new(h, cls, lone))) break;
       unsigned fresh = s->capacity - s->bump;
       if (fresh > want - got) fresh = want - got;
       part[np++] = (typeof(part[0])){NULL, NULL, s->start + (size_t)s->bump * size, fresh};
@@ -498,14 +508,28 @@ unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, hpcmem_refill_t *ou
 int _hpcmem_heap_uncarve(char *fresh, unsigned n) {
   hpcmem_span_t *s = _hpcmem_span_of(fresh);
   hpcmem_heap_t *h = &_hpcmem_heaps.heap[s->heap];
-  int done = 0;
+  uint32_t at = (uint32_t)((size_t)(fresh - s->start) / s->obj_size);
+  int done = 1;
   _hpcmem_lock_st(&h->lock);
-  if (s->start + (size_t)s->bump * s->obj_size == fresh + (size_t)n * s->obj_size) {
-    carve(h, s, -(int32_t)n);             /* the range was the span's last carving: it is uncarved */
+  if (at + n == s->bump) {                /* the span's last carving: it is uncarved */
+    carve(h, s, -(int32_t)n);
+    if (s->hole_n && s->hole_at + s->hole_n == s->bump) {
+      carve(h, s, -(int32_t)s->hole_n);   /* and so is the hole it followed */
+      s->hole_at = s->hole_n = 0;
+    }
+  } else if (!s->hole_n) {                /* carved before another thread's: the span's hole */
+    s->hole_at = at;
+    s->hole_n = n;
+  } else if (s->hole_at + s->hole_n == at || at + n == s->hole_at) {
+    if (at < s->hole_at) s->hole_at = at; /* next to the hole: the hole grows */
+    s->hole_n += n;
+  } else {
+    done = 0;                             /* a second hole: the caller writes the objects onto a list */
+  }
+  if (done) {
     s->used -= n;
     span_file(h, s);
     span_maybe_release(h, s);
-    done = 1;
   }
   _hpcmem_unlock_st(&h->lock);
   return done;
@@ -630,8 +654,9 @@ static int64_t check_span(hpcmem_heap_t *h, hpcmem_span_t *s, unsigned c, unsign
   }
   /* the partial list holds spans with free objects, the fresh list those with only uncarved room */
   if (s->cls != c || s->prev != prev || s->in_partial != list || s->bump > s->capacity ||
-      (list == LIST_PARTIAL ? !s->free : s->free || s->bump == s->capacity) ||
-      s->used + nfree != s->bump || _hpcmem_itree_order(&h->tree, (size_t)(s->start - h->base) >> _hpcmem_heaps.block_shift) != s->order) {
+      s->hole_at + s->hole_n > s->bump || (s->hole_n && s->hole_at + s->hole_n == s->bump) ||
+      (list == LIST_PARTIAL ? !s->free : s->free || (s->bump == s->capacity && !s->hole_n)) ||
+      s->used + nfree + s->hole_n != s->bump || _hpcmem_itree_order(&h->tree, (size_t)(s->start - h->base) >> _hpcmem_heaps.block_shift) != s->order) {
     _hpcmem_warn("heap %u: span %p of class %u is inconsistent (list %u/%u, used %u free %u carved %u of %u)",
                  h->index, (void *)s->start, c, list, s->in_partial, s->used, nfree, s->bump, s->capacity);
     bad = 1;

@@ -39,7 +39,7 @@ typedef struct hpcmem_span {
   uint32_t obj_size;
   uint32_t capacity;         /* objects in the span */
   uint32_t used;             /* objects out of the span (with users, in caches, on the remote list);
-                                the free list holds bump - used objects */
+                                the free list holds bump - used - hole_n objects */
   uint32_t bump;             /* objects carved so far (the rest were never touched) */
   uint8_t cls, kind, order, in_partial;   /* in_partial: which list of the heap holds it (group.c) */
   uint16_t heap;
@@ -53,7 +53,12 @@ typedef struct hpcmem_span {
   void *free_tail;           /* last object of free (when free is not NULL) */
   /* second line */
   void *remote;              /* lock-free stack of objects freed by other groups */
-  size_t run_size;           /* direct runs: usable size */
+  union {
+    size_t run_size;         /* direct runs: usable size */
+    struct {                 /* spans: carved objects that came back unwritten (group.c: uncarve) */
+      uint32_t hole_at, hole_n;
+    };
+  };
   struct hpcmem_span *next, *prev, *pending_next;
   struct hpcmem_span *kept_next;   /* the heap's queue of kept spans */
 } __attribute__((aligned(64))) hpcmem_span_t;
@@ -128,7 +133,9 @@ static inline int _hpcmem_span_on_boundary(const hpcmem_span_t *s, const void *p
 }
 /* p is the start of an object of span s that was handed out at some time. */
 static inline int _hpcmem_span_is_object(const hpcmem_span_t *s, const void *p) {
-  return _hpcmem_span_on_boundary(s, p) && (size_t)((const char *)p - s->start) < (size_t)s->bump * s->obj_size;
+  size_t off = (size_t)((const char *)p - s->start);
+  return _hpcmem_span_on_boundary(s, p) && off < (size_t)s->bump * s->obj_size &&
+         off - (size_t)s->hole_at * s->obj_size >= (size_t)s->hole_n * s->obj_size;   /* not in the hole */
 }
 
 /* Is off (an offset in a heap's slice, inside a chunk of class cls) the
@@ -146,9 +153,10 @@ static inline uint64_t _hpcmem_class_limit(uint64_t size, uint64_t span) {
   return e ? span / size * e : 1;
 }
 
-/* About `want` objects of class cls from heap h (more, up to `most`, when a
- * span's whole free list comes cheaper than part of it); returns how many
- * (0: out of memory).  One goes to first without the free key (a fresh one
+/* At most `want` objects of class cls from heap h (a span's whole free list
+ * when it fits, else `want` of it: more, which a refill took before, left
+ * other threads' refills to carve new memory); returns how many (0: out of
+ * memory).  One goes to first without the free key (a fresh one
  * is not written), nlist to list, linked through their first word and
  * carrying the key, and nfresh never-written ones lie from fresh on, one
  * object size apart. */
@@ -171,10 +179,13 @@ typedef struct hpcmem_lone {
   unsigned n;
   int taken;
 } hpcmem_lone_t;
-unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, hpcmem_refill_t *out, unsigned want, unsigned most,
+unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, hpcmem_refill_t *out, unsigned want,
                              hpcmem_lone_t *lone);
 /* Give back a range of n fresh objects (never written) from a refill without
- * writing them, when nothing was carved from its span after it: 1 done, 0 not. */
+ * writing them: uncarved when it was its span's last carving, else it becomes
+ * (or joins) the span's hole, which the next refills of the class hand out
+ * before carving more.  1 done, 0 not (the span has another hole: the caller
+ * writes the objects onto a list). */
 int _hpcmem_heap_uncarve(char *fresh, unsigned n);
 /* Give back n objects linked through their first word (any spans, any heaps):
  * those of heap `mine` under its lock, the others onto remote lists. */

@@ -127,7 +127,8 @@ static void bin_resize(hpcmem_bin_t *b, unsigned cls) {
 }
 
 /* Idle bins (see above) give their lists back and start small again.  Their
- * fresh ranges go back too when they were their spans' last carving: a bin
+ * fresh ranges go back too, unwritten (uncarve; a range that would be its
+ * span's second hole keeps the bin as it is): a bin
  * that kept one would hand out untouched objects while the list's touched
  * ones wait in the spans (alloc_churn: +200 KiB resident). */
 static void scavenge(hpcmem_tcache_t *t) {
@@ -233,16 +234,15 @@ static int first_written;
 
 void *_hpcmem_tcache_refill(hpcmem_tcache_t *t, unsigned cls) {
   hpcmem_bin_t *b = &t->bin[cls];
-  unsigned want, most;
+  unsigned want;
   if (!((t->started >> cls) & 1)) { /* first use: one object, untouched when fresh */
     _hpcmem_tcache_bin_start(t, cls);
-    want = most = 1;
+    want = 1;
   } else {
     unsigned old = b->max;
     bin_resize(b, cls);
     want = (old < b->max ? old : b->max) / 2;
     if (!want) want = 1;
-    most = b->max > want ? b->max : want;          /* the bin is empty: room for max */
     bin_event(t, cls);
   }
   if (__builtin_expect((t->lent >> cls) & 1, 0)) {   /* its lone object was lent: keep the next one */
@@ -251,14 +251,14 @@ void *_hpcmem_tcache_refill(hpcmem_tcache_t *t, unsigned cls) {
   }
   hpcmem_lone_t lone, *offer = lone_offer(t, cls, &lone);
   hpcmem_refill_t r;
-  unsigned got = _hpcmem_heap_refill(t->heap, cls, &r, want, most, offer);
+  unsigned got = _hpcmem_heap_refill(t->heap, cls, &r, want, offer);
   if (offer && lone.taken >= 0) {
     t->bin[lone.cls[lone.taken]].slot = NULL;
     t->lent |= (uint64_t)1 << lone.cls[lone.taken];
   }
   if (!got) {   /* this group's slice is full: borrow from the other groups */
     for (unsigned i = 1; i < _hpcmem_heaps.count && !got; i++)
-      got = _hpcmem_heap_refill(&_hpcmem_heaps.heap[(t->heap->index + i) % _hpcmem_heaps.count], cls, &r, want, most, NULL);
+      got = _hpcmem_heap_refill(&_hpcmem_heaps.heap[(t->heap->index + i) % _hpcmem_heaps.count], cls, &r, want, NULL);
     if (!got) return NULL;
   }
   b->head = r.list;             /* they carry the free key (heap refill) */
@@ -292,9 +292,11 @@ void _hpcmem_tcache_flush_all(hpcmem_tcache_t *t) {
   for (unsigned c = 1; c < HPCMEM_NCLASSES; c++) {
     hpcmem_bin_t *b = &t->bin[c];
     size_t size = _hpcmem_class_size[c];
-    /* fresh objects go back unwritten when they were their span's last carving
-     * (a thread's exit would otherwise touch pages nobody used); the others and
-     * the slot's object join spans' lists, which carry keys: written now */
+    /* fresh objects go back unwritten (uncarved, or their span's hole: a
+     * thread's exit would otherwise touch pages nobody used, and the next
+     * threads' refills carve past them); a range the span cannot take (it has
+     * another hole) and the slot's object join spans' lists, which carry
+     * keys: written now */
     if (b->nfresh && _hpcmem_heap_uncarve(t->fresh[c], b->nfresh)) b->nfresh = 0;
     for (unsigned i = 0; i <= b->nfresh; i++) {
       void *p = i ? t->fresh[c] + (size_t)(i - 1) * size : b->slot;

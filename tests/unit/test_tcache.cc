@@ -53,14 +53,14 @@ TEST(_hpcmem_heap_refill, takes_a_free_object_before_carving_a_fresh_one) {
   unsigned cls = _hpcmem_size_class(112 << 10);       // a class no one else here uses
   size_t size = _hpcmem_class_size[cls];
   hpcmem_refill_t r;
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, 1, nullptr), 1u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, nullptr), 1u);
   hpcmem_span_t *x = _hpcmem_span_of(r.first);
   unsigned cap = x->capacity;
   ASSERT_GE(cap, 4u);
   std::vector<void *> xs{r.first};
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, cap - 1, cap - 1, nullptr), cap - 1);   // span x carved out
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, cap - 1, nullptr), cap - 1);   // span x carved out
   for (void *p : objects_of(r, size)) { ASSERT_EQ(_hpcmem_span_of(p), x); xs.push_back(p); }
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, cap, cap, nullptr), cap);               // a second span, y
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, cap, nullptr), cap);               // a second span, y
   hpcmem_span_t *y = _hpcmem_span_of(r.first);
   ASSERT_NE(y, x);
   ASSERT_EQ(r.nfresh, cap - 1);
@@ -68,7 +68,7 @@ TEST(_hpcmem_heap_refill, takes_a_free_object_before_carving_a_fresh_one) {
   give_back(h, {xs[0]});                              // x gets a free object
   ASSERT_EQ(_hpcmem_heap_uncarve(r.fresh, r.nfresh), 1);   // y gets its room back (a thread's exit)
   EXPECT_EQ(_hpcmem_heap_check(h), 0);
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, 1, nullptr), 1u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, nullptr), 1u);
   EXPECT_EQ(r.first, xs[0]) << "a refill carved y's fresh memory while x had a free object";
   EXPECT_EQ(r.nfresh, 0u);
   EXPECT_EQ(_hpcmem_heap_check(h), 0);
@@ -82,10 +82,10 @@ TEST(_hpcmem_heap_refill, carves_fresh_objects_once_no_span_has_a_free_one) {
   unsigned cls = _hpcmem_size_class(96 << 10);
   size_t size = _hpcmem_class_size[cls];
   hpcmem_refill_t r;
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 2, 2, nullptr), 2u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 2, nullptr), 2u);
   std::vector<void *> got = objects_of(r, size);
   give_back(h, {got[1]});
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 3, 3, nullptr), 3u);  // the free one, then two fresh ones
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 3, nullptr), 3u);  // the free one, then two fresh ones
   std::vector<void *> more = objects_of(r, size);
   ASSERT_EQ(more.size(), 3u);
   int recycled = 0;
@@ -354,15 +354,15 @@ TEST(_hpcmem_heap_refill, an_emptied_span_stays_with_its_class) {
   unsigned a = _hpcmem_size_class(40 << 10), b = _hpcmem_size_class(48 << 10);   // classes only this test uses
   ASSERT_EQ(_hpcmem_class_geom[a].span_mask, _hpcmem_class_geom[b].span_mask);   // spans of one size
   hpcmem_refill_t r;
-  ASSERT_EQ(_hpcmem_heap_refill(h, a, &r, 2, 2, nullptr), 2u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, a, &r, 2, nullptr), 2u);
   std::vector<void *> xs = objects_of(r, _hpcmem_class_size[a]);
   hpcmem_span_t *s = _hpcmem_span_of(xs[0]);
   give_back(h, xs);                                   // the span is empty: its class's last one
-  ASSERT_EQ(_hpcmem_heap_refill(h, b, &r, 1, 1, nullptr), 1u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, b, &r, 1, nullptr), 1u);
   EXPECT_NE(_hpcmem_span_of(r.first), s);
   EXPECT_EQ(s->cls, a);
   give_back(h, {r.first});
-  ASSERT_EQ(_hpcmem_heap_refill(h, a, &r, 1, 1, nullptr), 1u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, a, &r, 1, nullptr), 1u);
   EXPECT_EQ(_hpcmem_span_of(r.first), s) << "class a did not get its emptied span back";
   give_back(h, {r.first});
   EXPECT_EQ(_hpcmem_heap_check(h), 0);
@@ -377,7 +377,7 @@ TEST(_hpcmem_heap_refill, takes_the_span_of_a_lone_object_that_empties_it) {
   ASSERT_EQ(_hpcmem_class_geom[a].span_mask, _hpcmem_class_geom[b].span_mask);   // 128 KiB spans, classes
   ASSERT_EQ(_hpcmem_class_geom[a].span_mask, _hpcmem_class_geom[c].span_mask);   // only this test uses
   hpcmem_refill_t r;
-  ASSERT_EQ(_hpcmem_heap_refill(h, a, &r, 2, 2, nullptr), 2u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, a, &r, 2, nullptr), 2u);
   std::vector<void *> xs = objects_of(r, _hpcmem_class_size[a]);
   hpcmem_span_t *s = _hpcmem_span_of(xs[0]);
   memset(xs[1], 1, _hpcmem_class_size[a]);
@@ -386,13 +386,13 @@ TEST(_hpcmem_heap_refill, takes_the_span_of_a_lone_object_that_empties_it) {
   lone.cls[0] = a;
   lone.n = 1;
   lone.taken = -1;
-  ASSERT_EQ(_hpcmem_heap_refill(h, b, &r, 1, 1, &lone), 1u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, b, &r, 1, &lone), 1u);
   EXPECT_EQ(lone.taken, -1) << "xs[0] is out too: the span does not empty";
   EXPECT_NE(_hpcmem_span_of(r.first), s);
   void *other = r.first;
   give_back(h, {xs[0]});                              // now xs[1] is all that is out of s
   EXPECT_EQ(s->used, 1u);
-  ASSERT_EQ(_hpcmem_heap_refill(h, c, &r, 1, 1, &lone), 1u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, c, &r, 1, &lone), 1u);
   EXPECT_EQ(lone.taken, 0);
   EXPECT_EQ(_hpcmem_span_of(r.first), s);
   EXPECT_EQ((char *)r.first, s->start) << "the new class starts where the old one did";
@@ -411,7 +411,7 @@ TEST(_hpcmem_heap_refill, a_taken_over_span_counts_the_old_class_pages_until_car
   unsigned a = _hpcmem_size_class(3 << 10), b = _hpcmem_size_class(7 << 10);     // classes only this test uses
   ASSERT_EQ(_hpcmem_class_geom[a].span_mask, _hpcmem_class_geom[b].span_mask);
   hpcmem_refill_t r;
-  ASSERT_EQ(_hpcmem_heap_refill(h, a, &r, 10, 10, nullptr), 10u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, a, &r, 10, nullptr), 10u);
   std::vector<void *> xs = objects_of(r, _hpcmem_class_size[a]);
   for (void *x : xs) memset(x, 1, _hpcmem_class_size[a]);
   void *lone_obj = xs[3];                             // not the last carving: it goes onto the free list
@@ -425,14 +425,14 @@ TEST(_hpcmem_heap_refill, a_taken_over_span_counts_the_old_class_pages_until_car
   lone.cls[0] = a;
   lone.n = 1;
   lone.taken = -1;
-  ASSERT_EQ(_hpcmem_heap_refill(h, b, &r, 1, 1, &lone), 1u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, b, &r, 1, &lone), 1u);
   ASSERT_EQ(lone.taken, 0);
   ASSERT_EQ(_hpcmem_span_of(r.first), s);
   std::vector<void *> ys{r.first};
   EXPECT_EQ(s->dirty, 32768u) << "ten objects of 3 KiB: eight pages touched";
   EXPECT_EQ(h->dirty_bytes - before, 32768u - 8192u) << "less the new class's first object's pages";
   EXPECT_EQ(_hpcmem_heap_check(h), 0);
-  ASSERT_EQ(_hpcmem_heap_refill(h, b, &r, 4, 4, nullptr), 4u);   // five objects of 7 KiB: carved past it
+  ASSERT_EQ(_hpcmem_heap_refill(h, b, &r, 4, nullptr), 4u);   // five objects of 7 KiB: carved past it
   for (void *y : objects_of(r, _hpcmem_class_size[b])) ys.push_back(y);
   EXPECT_EQ(s->dirty, 0u);
   EXPECT_EQ(h->dirty_bytes, before);
@@ -479,4 +479,183 @@ TEST(_hpcmem_tcache_refill, a_lone_object_makes_room_for_a_new_class) {
     EXPECT_LE(moves, 2) << "a span went back and forth between two classes";
     EXPECT_EQ(hpcmem_check(), 0);
   }).join();
+}
+
+namespace {
+// Pages of [p, p + n) that are resident.
+unsigned resident_pages(const void *p, size_t n) {
+  uintptr_t a = (uintptr_t)p & ~(uintptr_t)4095, e = ((uintptr_t)p + n + 4095) & ~(uintptr_t)4095;
+  std::vector<unsigned char> in((e - a) / 4096);
+  if (mincore((void *)a, e - a, in.data()) != 0) return ~0u;
+  unsigned r = 0;
+  for (unsigned char c : in) r += c & 1;
+  return r;
+}
+}  // namespace
+
+// A thread's exit gives back the fresh objects it never handed out.  When
+// another thread carved from the span after them they cannot be uncarved:
+// they become the span's hole, unwritten, and the class's next refills hand
+// them out before carving more (written onto a list, their pages were
+// touched by nobody's use, and every new set of threads carved past them).
+TEST(_hpcmem_heap_uncarve, a_range_carved_before_another_becomes_the_span_s_hole) {
+  hpcmem_heap_t *h = heap0();
+  unsigned cls = _hpcmem_size_class(24 << 10);        // a class only this test uses
+  size_t size = _hpcmem_class_size[cls];
+  hpcmem_refill_t r;
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, nullptr), 1u);
+  void *x0 = r.first;
+  hpcmem_span_t *s = _hpcmem_span_of(x0);
+  ASSERT_GE(s->capacity, 8u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 4, nullptr), 4u);   // thread A: one object and a range of 3
+  void *a0 = r.first;
+  char *a_range = r.fresh;
+  ASSERT_EQ(r.nfresh, 3u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 2, nullptr), 2u);   // thread B, carved after A
+  void *b0 = r.first;
+  char *b_range = r.fresh;
+  ASSERT_EQ(s->bump, 7u);
+  ASSERT_EQ(resident_pages(a_range, 3 * size), 0u);
+  EXPECT_EQ(_hpcmem_heap_uncarve(a_range, 3), 1) << "A's exit: its range becomes the hole";
+  EXPECT_EQ(s->bump, 7u);
+  EXPECT_EQ(s->hole_n, 3u);
+  EXPECT_EQ(s->start + (size_t)s->hole_at * size, a_range);
+  EXPECT_EQ(resident_pages(a_range, 3 * size), 0u) << "the hole was written";
+  EXPECT_FALSE(_hpcmem_span_is_object(s, a_range)) << "a hole's object was never handed out";
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 2, nullptr), 2u);   // the hole first, not new memory
+  EXPECT_EQ(r.first, (void *)a_range);
+  EXPECT_EQ(r.fresh, a_range + size);
+  EXPECT_EQ(r.nfresh, 1u);
+  EXPECT_EQ(s->bump, 7u);
+  EXPECT_EQ(s->hole_n, 1u);
+  EXPECT_EQ(resident_pages(a_range, 3 * size), 0u);
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+  void *c0 = r.first;
+  ASSERT_EQ(_hpcmem_heap_uncarve(r.fresh, 1), 1) << "next to the hole: the hole grows";
+  EXPECT_EQ(s->hole_n, 2u);
+  EXPECT_EQ(s->start + (size_t)s->hole_at * size, a_range + size);
+  ASSERT_EQ(_hpcmem_heap_uncarve(b_range, 1), 1) << "B's range was the last carving";
+  EXPECT_EQ(s->bump, 6u);
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+  give_back(h, {x0, a0, b0, c0});
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+}
+
+// The last carving goes back, and so does a hole right before it; a range
+// that would be the span's second hole is left to the caller.
+TEST(_hpcmem_heap_uncarve, a_hole_before_the_last_carving_goes_with_it) {
+  hpcmem_heap_t *h = heap0();
+  unsigned cls = _hpcmem_size_class(28 << 10);        // a class only this test uses
+  size_t size = _hpcmem_class_size[cls];
+  hpcmem_refill_t r;
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, nullptr), 1u);
+  void *x0 = r.first;
+  hpcmem_span_t *s = _hpcmem_span_of(x0);
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 7, nullptr), 7u);   // x1, and x2 .. x7 fresh
+  void *x1 = r.first;
+  char *f = r.fresh;                                  // x2
+  ASSERT_EQ(s->bump, 8u);
+  ASSERT_EQ(_hpcmem_heap_uncarve(f, 1), 1);           // x2: the hole
+  EXPECT_EQ(_hpcmem_heap_uncarve(f + 2 * size, 1), 0) << "x4 would be a second hole";
+  EXPECT_EQ(s->hole_n, 1u);
+  EXPECT_EQ(s->used, 7u);
+  ASSERT_EQ(_hpcmem_heap_uncarve(f + size, 1), 1);    // x3 joins it
+  EXPECT_EQ(s->hole_n, 2u);
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+  ASSERT_EQ(_hpcmem_heap_uncarve(f + 2 * size, 4), 1); // x4 .. x7, the last carving: x2 .. x3 go too
+  EXPECT_EQ(s->bump, 2u);
+  EXPECT_EQ(s->hole_n, 0u);
+  EXPECT_EQ(s->used, 2u);
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+  give_back(h, {x0, x1});
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+}
+
+// A refill takes at most what it asks for: a span's whole free list only
+// when it fits.  Taking a whole list up to a full bin left a thread's
+// neighbours nothing, and they carved new memory while its bin held the
+// class's touched objects (the resident set grew with each new set of
+// threads).
+TEST(_hpcmem_heap_refill, takes_no_more_than_it_asks_for) {
+  hpcmem_heap_t *h = heap0();
+  unsigned cls = _hpcmem_size_class(56 << 10);        // a class only this test uses
+  size_t size = _hpcmem_class_size[cls];
+  hpcmem_refill_t r;
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 6, nullptr), 6u);
+  std::vector<void *> xs = objects_of(r, size);
+  hpcmem_span_t *s = _hpcmem_span_of(xs[0]);
+  give_back(h, xs);                                   // a free list of six
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 4, nullptr), 4u);
+  std::vector<void *> got = objects_of(r, size);
+  EXPECT_EQ(got.size(), 4u);
+  EXPECT_EQ(r.nfresh, 0u) << "carved while the span had free objects";
+  EXPECT_EQ(s->used, 4u);
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+  give_back(h, got);
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+}
+
+// A thread's refill leaves the rest of a long free list in the heap.
+TEST(_hpcmem_tcache_refill, leaves_the_rest_of_a_long_list_to_other_threads) {
+  hpcmem_heap_t *h = heap0();
+  size_t size = 960;                                  // a class only this test uses
+  unsigned cls = _hpcmem_size_class(size);
+  hpcmem_refill_t r;
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 60, nullptr), 60u);
+  std::vector<void *> xs = objects_of(r, size);
+  hpcmem_span_t *s = _hpcmem_span_of(xs[0]);
+  give_back(h, xs);                                   // a free list of 60
+  std::thread([&] {
+    free(malloc(16));                                 // the thread has a cache
+    hpcmem_tcache_t *t = _hpcmem_tc;
+    if (t->heap != h) GTEST_SKIP() << "the thread's group heap is not heap 0";
+    _hpcmem_tcache_bin_start(t, cls);                 // not the first use: a batch
+    hpcmem_bin_t *b = &t->bin[cls];
+    b->max = 64;
+    void *p = _hpcmem_tcache_refill(t, cls);
+    ASSERT_NE(p, nullptr);
+    unsigned took = 1 + b->count + b->nfresh;
+    EXPECT_LE(took, 32u) << "room for " << b->max << ", half of it asked for";
+    EXPECT_EQ(s->used, took);
+    EXPECT_NE(s->free, nullptr) << "the rest stays for other threads";
+    free(p);
+  }).join();
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+}
+
+// At a thread's exit, a fresh range another thread carved past stays
+// unwritten: the span's hole, which the next thread's refill hands out.
+TEST(_hpcmem_tcache_flush_all, a_range_another_thread_carved_past_is_not_written) {
+  size_t size = 64 << 10;                            // a class only this test uses
+  unsigned cls = _hpcmem_size_class(size);
+  std::atomic<int> step{0};
+  char *a_fresh = nullptr;
+  unsigned a_n = 0;
+  hpcmem_span_t *s = nullptr;
+  std::thread a([&] {
+    free(malloc(16));
+    hpcmem_tcache_t *t = _hpcmem_tc;
+    _hpcmem_tcache_bin_start(t, cls);
+    t->bin[cls].max = 8;                              // a batch: one out, the rest fresh
+    void *p = _hpcmem_tcache_refill(t, cls);
+    s = _hpcmem_span_of(p);
+    a_fresh = t->fresh[cls];
+    a_n = t->bin[cls].nfresh;
+    free(p);
+    step = 1;
+    while (step < 2) std::this_thread::yield();
+  });
+  while (step < 1) std::this_thread::yield();
+  void *q = malloc(size);                             // this thread carves after a's range
+  step = 2;
+  a.join();                                           // a's exit gives its objects back
+  ASSERT_EQ(_hpcmem_span_of(q), s);
+  ASSERT_GE(a_n, 1u);
+  ASSERT_GT((char *)q, a_fresh);
+  EXPECT_EQ(s->hole_n, a_n);
+  EXPECT_EQ(s->start + (size_t)s->hole_at * _hpcmem_class_size[cls], a_fresh);
+  EXPECT_EQ(resident_pages(a_fresh, a_n * _hpcmem_class_size[cls]), 0u) << "the exit wrote a range nobody used";
+  EXPECT_EQ(hpcmem_check(), 0);
+  free(q);
 }
