@@ -148,7 +148,7 @@ static void run_release(hpcmem_heap_t *h, hpcmem_span_t *s) {
 /* ---- spans of small objects ---- */
 
 /* A span with something to give is on one of its class's two lists: with
- * free objects (partial), or with nothing but uncarved room (fresh).  A
+ * free objects (partial), or with nothing but uncarved room or a hole (fresh).  A
  * refill carves fresh objects -- memory the program has not touched yet --
  * only when no span of the class has a free one, so the resident set grows
  * only when the class's touched objects are all in use or in caches.  (With
@@ -177,9 +177,17 @@ static void list_remove(hpcmem_heap_t *h, hpcmem_span_t *s) {
   s->next = s->prev = NULL;
 }
 
+/* A span's hole (group.h): objects [at, at + n) that a thread's cache carved
+ * and gave back unwritten, below bump; written as one word (see
+ * _hpcmem_span_is_object).  Heap lock held. */
+static inline uint32_t hole_n(const hpcmem_span_t *s) { return _hpcmem_hole_n(s->hole); }
+static inline void hole_set(hpcmem_span_t *s, uint32_t at, uint32_t n) {
+  __atomic_store_n(&s->hole, n ? at | (uint64_t)n << 32 : 0, __ATOMIC_RELAXED);
+}
+
 /* Put s on the list its state calls for (after its free list or carving changed). */
 static void span_file(hpcmem_heap_t *h, hpcmem_span_t *s) {
-  unsigned list = s->free ? LIST_PARTIAL : s->bump < s->capacity || s->hole_n ? LIST_FRESH : LIST_NONE;
+  unsigned list = s->free ? LIST_PARTIAL : s->bump < s->capacity || s->hole ? LIST_FRESH : LIST_NONE;
   if (list == s->in_partial) return;
   if (s->in_partial) list_remove(h, s);
   if (list) list_push(h, s, list);
@@ -266,7 +274,7 @@ static void kept_trim(hpcmem_heap_t *h) {
     h->empty_bytes -= span_bytes(s);
     if (span_is_last(h, s)) continue;       /* a class's last span stays, uncounted */
     list_remove(h, s);
-    h->free_small_bytes -= (uint64_t)(s->bump - s->hole_n) * s->obj_size;   /* used == 0: the rest is free */
+    h->free_small_bytes -= (uint64_t)(s->bump - hole_n(s)) * s->obj_size;   /* used == 0: the rest is free */
     run_release(h, s);
   }
 }
@@ -308,11 +316,11 @@ static void span_maybe_release(hpcmem_heap_t *h, hpcmem_span_t *s) {
  * for the next class to carve (dirty_tail). */
 static void span_detach(hpcmem_heap_t *h, hpcmem_span_t *s) {
   for (uint32_t k = 0; k < s->bump; k++) {
-    if (k == s->hole_at) k += s->hole_n;     /* never written: no key to clear */
+    if (k == _hpcmem_hole_at(s->hole)) k += hole_n(s);   /* never written: no key to clear */
     if (k < s->bump) ((uint64_t *)(s->start + (size_t)k * s->obj_size))[1] = 0;
   }
-  h->free_small_bytes -= (uint64_t)(s->bump - s->hole_n) * s->obj_size;
-  s->hole_at = s->hole_n = 0;
+  h->free_small_bytes -= (uint64_t)(s->bump - hole_n(s)) * s->obj_size;
+  hole_set(s, 0, 0);
   span_unkeep(h, s);
   list_remove(h, s);
   uint64_t touched = page_up((uint64_t)s->bump * s->obj_size);
@@ -417,9 +425,12 @@ static void collect_remote(hpcmem_heap_t *h) {
   }
 }
 
-/* Work under the heap lock is kept to O(spans): a span's whole free list
- * (bump - used objects, from free to free_tail) is taken in one step when
- * the caller has room for it, fresh objects are reserved as a range.  After
+/* Work under the heap lock is kept small: a span's whole free list (from
+ * free to free_tail) is taken in one step when it fits what the caller asked
+ * for, else that many objects are unlinked from it (taking more left other
+ * threads' refills to carve new memory while this thread's bin held the
+ * class's touched objects); fresh objects, a hole's or uncarved ones, are
+ * reserved as a range.  After
  * the unlock the lists are joined through their tails and only the fresh
  * objects are written (link and free key: recycled ones carry both already),
  * so objects freed by threads on other cores are first touched when malloc
@@ -441,7 +452,7 @@ unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, hpcmem_refill_t *ou
     hpcmem_span_t *s = h->partial[cls];
     unsigned before = got;
     if (s) {                                  /* recycled objects first */
-      unsigned nfree = s->bump - s->used - s->hole_n;
+      unsigned nfree = s->bump - s->used - hole_n(s);
       if (got + nfree <= want) {              /* the whole list in one step */
         part[np++] = (typeof(part[0])){s->free, s->free_tail, NULL, nfree};
         s->free = NULL;
@@ -455,11 +466,11 @@ unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, hpcmem_refill_t *ou
         }
       }
       h->free_small_bytes -= (uint64_t)(got - before) * size;
-    } else if ((s = h->fresh[cls]) && s->hole_n) {   /* then fresh ones: a hole's first */
-      unsigned fresh = s->hole_n < want - got ? s->hole_n : want - got;
-      part[np++] = (typeof(part[0])){NULL, NULL, s->start + (size_t)s->hole_at * size, fresh};
-      s->hole_at += fresh;
-      s->hole_n -= fresh;
+    } else if ((s = h->fresh[cls]) && s->hole) {     /* then fresh ones: a hole's first */
+      uint32_t at = _hpcmem_hole_at(s->hole), n = hole_n(s);
+      unsigned fresh = n < want - got ? n : want - got;
+      part[np++] = (typeof(part[0])){NULL, NULL, s->start + (size_t)at * size, fresh};
+      hole_set(s, at + fresh, n - fresh);
       got += fresh;
     } else {                                  /* carved lazily */
       if (!s && !(s = span_new(h, cls, lone))) break;
@@ -511,23 +522,24 @@ int _hpcmem_heap_uncarve(char *fresh, unsigned n) {
   uint32_t at = (uint32_t)((size_t)(fresh - s->start) / s->obj_size);
   int done = 1;
   _hpcmem_lock_st(&h->lock);
-  if (at + n == s->bump) {                /* the span's last carving: it is uncarved */
-    carve(h, s, -(int32_t)n);
-    if (s->hole_n && s->hole_at + s->hole_n == s->bump) {
-      carve(h, s, -(int32_t)s->hole_n);   /* and so is the hole it followed */
-      s->hole_at = s->hole_n = 0;
-    }
-  } else if (!s->hole_n) {                /* carved before another thread's: the span's hole */
-    s->hole_at = at;
-    s->hole_n = n;
-  } else if (s->hole_at + s->hole_n == at || at + n == s->hole_at) {
-    if (at < s->hole_at) s->hole_at = at; /* next to the hole: the hole grows */
-    s->hole_n += n;
+  /* A thread's range follows the object its refill handed out first, so it
+   * can join a hole only from below (the rest of a hole a refill took part
+   * of), and it never starts where a hole ends: the hole never ends at bump. */
+  if (at + n == s->bump) {
+    carve(h, s, -(int32_t)n);             /* the span's last carving: it is uncarved */
+  } else if (!s->hole) {
+    hole_set(s, at, n);                   /* carved before another thread's: the span's hole */
+  } else if (at + n == _hpcmem_hole_at(s->hole)) {
+    hole_set(s, at, n + hole_n(s));
   } else {
     done = 0;                             /* a second hole: the caller writes the objects onto a list */
   }
   if (done) {
     s->used -= n;
+    if (s->hole && s->in_partial == LIST_FRESH && h->fresh[s->cls] != s) {
+      list_remove(h, s);                  /* the class's next refill takes the hole */
+      list_push(h, s, LIST_FRESH);
+    }
     span_file(h, s);
     span_maybe_release(h, s);
   }
@@ -652,11 +664,11 @@ static int64_t check_span(hpcmem_heap_t *h, hpcmem_span_t *s, unsigned c, unsign
                  _hpcmem_heaps.classmap[chunk], (void *)s->start, c);
     bad = 1;
   }
-  /* the partial list holds spans with free objects, the fresh list those with only uncarved room */
+  /* the partial list holds spans with free objects, the fresh list those with only uncarved room or a hole */
   if (s->cls != c || s->prev != prev || s->in_partial != list || s->bump > s->capacity ||
-      s->hole_at + s->hole_n > s->bump || (s->hole_n && s->hole_at + s->hole_n == s->bump) ||
-      (list == LIST_PARTIAL ? !s->free : s->free || (s->bump == s->capacity && !s->hole_n)) ||
-      s->used + nfree + s->hole_n != s->bump || _hpcmem_itree_order(&h->tree, (size_t)(s->start - h->base) >> _hpcmem_heaps.block_shift) != s->order) {
+      (s->hole && _hpcmem_hole_at(s->hole) + hole_n(s) >= s->bump) ||
+      (list == LIST_PARTIAL ? !s->free : s->free || (s->bump == s->capacity && !s->hole)) ||
+      s->used + nfree + hole_n(s) != s->bump || _hpcmem_itree_order(&h->tree, (size_t)(s->start - h->base) >> _hpcmem_heaps.block_shift) != s->order) {
     _hpcmem_warn("heap %u: span %p of class %u is inconsistent (list %u/%u, used %u free %u carved %u of %u)",
                  h->index, (void *)s->start, c, list, s->in_partial, s->used, nfree, s->bump, s->capacity);
     bad = 1;

@@ -39,7 +39,7 @@ typedef struct hpcmem_span {
   uint32_t obj_size;
   uint32_t capacity;         /* objects in the span */
   uint32_t used;             /* objects out of the span (with users, in caches, on the remote list);
-                                the free list holds bump - used - hole_n objects */
+                                the free list holds bump - used - (the hole's) objects */
   uint32_t bump;             /* objects carved so far (the rest were never touched) */
   uint8_t cls, kind, order, in_partial;   /* in_partial: which list of the heap holds it (group.c) */
   uint16_t heap;
@@ -55,9 +55,9 @@ typedef struct hpcmem_span {
   void *remote;              /* lock-free stack of objects freed by other groups */
   union {
     size_t run_size;         /* direct runs: usable size */
-    struct {                 /* spans: carved objects that came back unwritten (group.c: uncarve) */
-      uint32_t hole_at, hole_n;
-    };
+    uint64_t hole;           /* spans: carved objects that came back unwritten (group.c:
+                                uncarve), first | count << 32, 0 for none; one word, as
+                                _hpcmem_span_is_object reads it without the lock */
   };
   struct hpcmem_span *next, *prev, *pending_next;
   struct hpcmem_span *kept_next;   /* the heap's queue of kept spans */
@@ -69,7 +69,7 @@ typedef struct hpcmem_heap {
   char *base;
   hpcmem_itree_t tree;
   hpcmem_span_t *partial[HPCMEM_NCLASSES];   /* spans with free objects */
-  hpcmem_span_t *fresh[HPCMEM_NCLASSES];     /* spans with none but with uncarved room */
+  hpcmem_span_t *fresh[HPCMEM_NCLASSES];     /* spans with none but with uncarved room or a hole */
   hpcmem_span_t *pending;                    /* spans with remote frees (lock-free push) */
   hpcmem_span_t *desc_free;
   hpcmem_span_t *desc_next, *desc_end;
@@ -132,10 +132,13 @@ static inline int _hpcmem_span_on_boundary(const hpcmem_span_t *s, const void *p
   return (uint64_t)((const char *)p - s->start) * s->divmagic < s->divmagic;
 }
 /* p is the start of an object of span s that was handed out at some time. */
+static inline uint32_t _hpcmem_hole_at(uint64_t hole) { return (uint32_t)hole; }
+static inline uint32_t _hpcmem_hole_n(uint64_t hole) { return (uint32_t)(hole >> 32); }
 static inline int _hpcmem_span_is_object(const hpcmem_span_t *s, const void *p) {
   size_t off = (size_t)((const char *)p - s->start);
-  return _hpcmem_span_on_boundary(s, p) && off < (size_t)s->bump * s->obj_size &&
-         off - (size_t)s->hole_at * s->obj_size >= (size_t)s->hole_n * s->obj_size;   /* not in the hole */
+  if (!_hpcmem_span_on_boundary(s, p) || off >= (size_t)s->bump * s->obj_size) return 0;
+  uint64_t hole = __atomic_load_n(&s->hole, __ATOMIC_RELAXED);
+  return off / s->obj_size - _hpcmem_hole_at(hole) >= _hpcmem_hole_n(hole);   /* not in the hole */
 }
 
 /* Is off (an offset in a heap's slice, inside a chunk of class cls) the
@@ -183,9 +186,9 @@ unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, hpcmem_refill_t *ou
                              hpcmem_lone_t *lone);
 /* Give back a range of n fresh objects (never written) from a refill without
  * writing them: uncarved when it was its span's last carving, else it becomes
- * (or joins) the span's hole, which the next refills of the class hand out
- * before carving more.  1 done, 0 not (the span has another hole: the caller
- * writes the objects onto a list). */
+ * the span's hole (or joins it from below), which the class's refills hand
+ * out as fresh objects.  1 done, 0 not (the span has another hole: the
+ * caller writes the objects onto a list). */
 int _hpcmem_heap_uncarve(char *fresh, unsigned n);
 /* Give back n objects linked through their first word (any spans, any heaps):
  * those of heap `mine` under its lock, the others onto remote lists. */
