@@ -932,6 +932,10 @@ int run_child_and_die(const std::string &dir, int sig, Death how, int nevents, b
   if (pid == 0) {
     struct rlimit no_core = {0, 0};
     setrlimit(RLIMIT_CORE, &no_core);
+    // the default action, whatever the test runner left: a shell's background
+    // job (make check &, nohup) starts with SIGINT and SIGQUIT ignored, and
+    // the recorder leaves an ignored signal alone
+    signal(sig, SIG_DFL);
     if (user_handler) {
       // installed before the recorder: it must still run, after our flush
       signal(sig, [](int) { _exit(42); });
