@@ -148,8 +148,8 @@ static void run_release(hpcmem_heap_t *h, hpcmem_span_t *s) {
 /* ---- spans of small objects ---- */
 
 /* A span with something to give is on one of its class's two lists: with
- * free objects (partial), or with nothing but uncarved room or a hole (fresh).  A
- * refill carves fresh objects -- memory the program has not touched yet --
+ * free objects (partial), or with nothing but uncarved room or a hole
+ * (fresh).  A refill carves fresh objects -- memory the program has not touched yet --
  * only when no span of the class has a free one, so the resident set grows
  * only when the class's touched objects are all in use or in caches.  (With
  * one list, a span that got room back -- a thread's exit uncarving its fresh
@@ -430,8 +430,8 @@ static void collect_remote(hpcmem_heap_t *h) {
  * for, else that many objects are unlinked from it (taking more left other
  * threads' refills to carve new memory while this thread's bin held the
  * class's touched objects); fresh objects, a hole's or uncarved ones, are
- * reserved as a range.  After
- * the unlock the lists are joined through their tails and only the fresh
+ * reserved as a range.  After the unlock the lists are joined through their
+ * tails and only the fresh
  * objects are written (link and free key: recycled ones carry both already),
  * so objects freed by threads on other cores are first touched when malloc
  * hands them out, not here.  When the last part taken is fresh, nothing of

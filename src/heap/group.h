@@ -131,9 +131,10 @@ static inline hpcmem_span_t *_hpcmem_span_of(const void *p) {
 static inline int _hpcmem_span_on_boundary(const hpcmem_span_t *s, const void *p) {
   return (uint64_t)((const char *)p - s->start) * s->divmagic < s->divmagic;
 }
-/* p is the start of an object of span s that was handed out at some time. */
+/* A span's hole (see hole above): its first object and its count. */
 static inline uint32_t _hpcmem_hole_at(uint64_t hole) { return (uint32_t)hole; }
 static inline uint32_t _hpcmem_hole_n(uint64_t hole) { return (uint32_t)(hole >> 32); }
+/* p is the start of an object of span s that was handed out at some time. */
 static inline int _hpcmem_span_is_object(const hpcmem_span_t *s, const void *p) {
   size_t off = (size_t)((const char *)p - s->start);
   if (!_hpcmem_span_on_boundary(s, p) || off >= (size_t)s->bump * s->obj_size) return 0;

@@ -572,7 +572,6 @@ TEST(_hpcmem_heap_uncarve, a_second_hole_is_left_to_the_caller) {
   out.push_back(range[1]);                            // B's goes back as its cache would: onto a list
   give_back(h, out);
   EXPECT_EQ(_hpcmem_heap_check(h), 0);
-  (void)size;
 }
 
 // The span that gets a hole goes to the front of its class's fresh list: the
