@@ -581,35 +581,36 @@ TEST(_hpcmem_heap_uncarve, the_class_s_next_refill_takes_the_hole) {
   unsigned cls = _hpcmem_size_class(80 << 10);        // a class only this test uses
   size_t size = _hpcmem_class_size[cls];
   hpcmem_refill_t r;
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 3, nullptr), 3u);   // span A: one out, two fresh
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 3, nullptr), 3u);   // span A: a0, then a1 .. a2 fresh
   void *a0 = r.first;
   char *a_range = r.fresh;
   hpcmem_span_t *a = _hpcmem_span_of(a0);
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, nullptr), 1u);   // carved after it
+  unsigned rest = a->capacity - a->bump;
+  ASSERT_GE(rest, 3u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, rest, nullptr), rest);   // a3, and the rest of A fresh
   void *a3 = r.first;
-  std::vector<void *> fill{a3};
-  while (a->bump < a->capacity) {                      // A full, then a span B with room
-    ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, nullptr), 1u);
-    fill.push_back(r.first);
-  }
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, nullptr), 1u);
-  hpcmem_span_t *b = _hpcmem_span_of(r.first);
+  char *a_last = r.fresh;
+  unsigned a_last_n = r.nfresh;
+  ASSERT_EQ(a->bump, a->capacity);
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 2, nullptr), 2u);   // span B: b0, b1 (b1 keeps B in use)
+  void *b0 = r.first, *b1 = r.fresh;
+  hpcmem_span_t *b = _hpcmem_span_of(b0);
   ASSERT_NE(b, a);
-  fill.push_back(r.first);
-  ASSERT_EQ(_hpcmem_heap_uncarve(a_range, 2), 1);     // A's hole; B is on the fresh list already
+  ASSERT_EQ(_hpcmem_heap_uncarve(a_last, a_last_n), 1);          // A has room again: A, B
+  give_back(h, {b0});
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, nullptr), 1u);   // B's free object: B goes first, A behind
+  ASSERT_EQ(r.first, b0);
+  ASSERT_EQ(h->fresh[cls], b);
+  ASSERT_EQ(_hpcmem_heap_uncarve(a_range, 2), 1);                // a1 .. a2: A's hole
   EXPECT_EQ(h->fresh[cls], a);
   uint32_t b_bump = b->bump;
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, nullptr), 1u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 2, nullptr), 2u);
   EXPECT_EQ(r.first, (void *)a_range) << "carved B's room while A had a hole";
   EXPECT_EQ(b->bump, b_bump);
-  fill.push_back(r.first);
   EXPECT_EQ(_hpcmem_heap_check(h), 0);
-  fill.push_back(a0);
-  fill.push_back(a_range + size);                     // the rest of the hole, handed out to clean up
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, nullptr), 1u);
-  EXPECT_EQ(r.first, (void *)(a_range + size));
-  for (void *p : fill) memset(p, 0, 16);
-  give_back(h, fill);
+  std::vector<void *> out{a0, a3, b0, b1, r.first, r.fresh};
+  for (void *p : out) memset(p, 0, size);
+  give_back(h, out);
   EXPECT_EQ(_hpcmem_heap_check(h), 0);
 }
 
