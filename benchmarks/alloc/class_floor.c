@@ -11,7 +11,11 @@
  *     only its own class, so each class peaks on its own;
  *   - the same with glibc's chunk sizes, for comparison (glibc carves every
  *     size from the same memory, so its floor is the peak of the sum
- *     instead, plus fragmentation).
+ *     instead, plus fragmentation);
+ *   - for alloc_threads, the sum over threads and classes of each thread's
+ *     class high-water marks: what thread caches cost that keep every
+ *     object their thread freed for that thread's next malloc of the class
+ *     (bins with room for the whole swing of the thread's live count).
  *
  * Classes are libhpcmem's (src/heap/sizeclass.c).  Not built by make (it
  * needs the allocator's headers, not the allocator):
@@ -79,7 +83,17 @@ static void churn(struct tally *t, uint64_t min, uint64_t max, uint64_t live, ui
     free(size);
 }
 
-static void local(struct tally *t, uint64_t min, uint64_t max, uint64_t live, uint64_t ops, unsigned threads)
+static double classes_high(const struct tally *t)
+{
+    double sum = 0;
+    for (unsigned c = 1; c < NCLS; c++)
+        sum += (double)t->high[c] * _hpcmem_class_size[c];
+    return sum;
+}
+
+/* t: all threads together; per[w]: thread w alone */
+static void local(struct tally *t, struct tally *per, uint64_t min, uint64_t max, uint64_t live, uint64_t ops,
+                  unsigned threads)
 {
     bench_rng_t *rng = calloc(threads, sizeof *rng);
     uint64_t *slot = calloc(threads * live, sizeof *slot), *id = calloc(threads, sizeof *id);
@@ -90,6 +104,7 @@ static void local(struct tally *t, uint64_t min, uint64_t max, uint64_t live, ui
         for (uint64_t i = 0; i < live; i++) {
             slot[w * live + i] = ++id[w];
             add(t, thread_size(id[w], min, max), 1);
+            add(&per[w], thread_size(id[w], min, max), 1);
         }
     }
     uint64_t steps = ops / 2 / threads;
@@ -97,8 +112,10 @@ static void local(struct tally *t, uint64_t min, uint64_t max, uint64_t live, ui
         for (unsigned w = 0; w < threads; w++) {
             uint64_t *s = &slot[w * live + bench_rng_range(&rng[w], 0, live - 1)];
             add(t, thread_size(*s, min, max), -1);
+            add(&per[w], thread_size(*s, min, max), -1);
             *s = ++id[w];
             add(t, thread_size(*s, min, max), 1);
+            add(&per[w], thread_size(*s, min, max), 1);
         }
     free(rng);
     free(slot);
@@ -113,20 +130,31 @@ int main(int argc, char **argv)
     uint64_t ops = bench_parse_count("OPS", argv[4]);
     if (min == 0 || min > max || max > HPCMEM_SMALL_MAX)
         bench_usage_error("sizes: need 1 <= MIN <= MAX <= 128K");
-    struct tally t = {0};
+    struct tally t = {0}, *per = NULL;
+    unsigned threads = 0;
     if (strcmp(argv[1], "churn") == 0)
         churn(&t, min, max, 10000, ops);
-    else if (strcmp(argv[1], "local") == 0)
-        local(&t, min, max, 1000, ops, argc > 5 ? (unsigned)bench_parse_count("THREADS", argv[5]) : 1);
-    else
+    else if (strcmp(argv[1], "local") == 0) {
+        threads = argc > 5 ? (unsigned)bench_parse_count("THREADS", argv[5]) : 1;
+        if (threads == 0 || threads > 1024)
+            bench_usage_error("THREADS: 1..1024");
+        if ((per = calloc(threads, sizeof *per)) == NULL)
+            bench_fail("out of memory");
+        local(&t, per, min, max, 1000, ops, threads);
+    } else
         bench_usage_error("churn or local");
-    double floor = 0, now = 0;
-    for (unsigned c = 1; c < NCLS; c++) {
-        floor += (double)t.high[c] * _hpcmem_class_size[c];
+    double floor = classes_high(&t), now = 0;
+    for (unsigned c = 1; c < NCLS; c++)
         now += (double)t.live[c] * _hpcmem_class_size[c];
-    }
     printf("requested: %.0f KiB now, %.0f KiB at most\n", t.req / 1024, t.req_max / 1024);
     printf("size classes: %.0f KiB live now; sum of the classes' high-water marks %.0f KiB\n", now / 1024, floor / 1024);
     printf("glibc chunks: %.0f KiB now, %.0f KiB at most\n", t.glibc / 1024, t.glibc_max / 1024);
+    if (per) {
+        double own = 0;
+        for (unsigned w = 0; w < threads; w++)
+            own += classes_high(&per[w]);
+        printf("per-thread classes: sum of each thread's classes' high-water marks %.0f KiB\n", own / 1024);
+        free(per);
+    }
     return 0;
 }
