@@ -25,7 +25,7 @@
  *   ./class_floor churn 8 1024 100M            # alloc_churn --min 8 --max 1K --live 10000 --ops 100M
  *   ./class_floor local 8 1024 40M 16          # alloc_threads --mode local --threads 16 --ops 40M
  *
- * docs/allocator.md ("Where the peak goes") uses its figures.
+ * docs/footprint.md ("Peak RSS of the small-object benchmarks") uses its figures.
  */
 #include "bench_util.h"
 #include "heap/sizeclass.h"
