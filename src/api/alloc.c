@@ -46,13 +46,34 @@ extern void *__libc_realloc(void *, size_t);
 /* ------------------------------------------------------------------ */
 /* initialisation                                                       */
 
-static void thread_exit(void *arg) {
-  hpcmem_tcache_t *t = arg;
-  if (_hpcmem_trace_enabled) _hpcmem_trace_thread_exit();
+/* set by the thread's exit hook: a cache made after it is late (see
+ * _hpcmem_tcache_mark_late) */
+static __thread uint8_t exit_ran;
+
+/* A thread's cache goes back: at its exit, or, made late, from another
+ * thread once it is gone (the statistics the same way). */
+static inline void cache_back(hpcmem_tcache_t *t) {
   _hpcmem_tcache_flush_all(t);
   _hpcmem_stats_publish(t);
   _hpcmem_tcache_retire(t);
+}
+
+static void thread_exit(void *arg) {
+  hpcmem_tcache_t *t = arg;
+  if (_hpcmem_trace_enabled) _hpcmem_trace_thread_exit();
+  cache_back(t);
   _hpcmem_tc = &_hpcmem_tcache_none;
+  exit_ran = 1;
+}
+
+/* Caches made late whose threads are gone go back (with their trace
+ * buffers): each new cache looks for them first. */
+HPCMEM_NOINLINE static void late_back(void) {
+  int tid;
+  for (hpcmem_tcache_t *dead; (dead = _hpcmem_tcache_dead_late(&tid)) != NULL;) {
+    if (_hpcmem_trace_enabled) _hpcmem_trace_thread_gone(tid);
+    cache_back(dead);
+  }
 }
 
 static unsigned log2_of(size_t v) { return 63u - (unsigned)__builtin_clzll(v); }
@@ -107,8 +128,11 @@ hpcmem_tcache_t *_hpcmem_thread_cache(void) {
   hpcmem_tcache_t *t = _hpcmem_tc;
   if (HPCMEM_LIKELY(t != &_hpcmem_tcache_none)) return t;
   if (!_hpcmem_ready) _hpcmem_init();
+  if (HPCMEM_UNLIKELY(__atomic_load_n(&_hpcmem_tcache_late, __ATOMIC_RELAXED))) late_back();
   t = _hpcmem_tcache_get();
-  if (t) pthread_setspecific(exit_key, t);   /* arms thread_exit for this thread */
+  if (!t) return NULL;
+  if (HPCMEM_UNLIKELY(exit_ran)) _hpcmem_tcache_mark_late(t);
+  pthread_setspecific(exit_key, t);   /* arms thread_exit for this thread (if a round is left) */
   return t;
 }
 

@@ -32,6 +32,13 @@ _Static_assert(sizeof(hpcmem_tcache_t) <= CACHE_STRIDE - 1024, "a thread cache's
 static hpcmem_lock_t registry_lock = HPCMEM_LOCK_INIT;
 static hpcmem_tcache_t *all_caches;
 static char *pool_next, *pool_end;
+/* Caches made after their thread's exit hook (glibc runs the thread-specific
+ * destructors in at most PTHREAD_DESTRUCTOR_ITERATIONS rounds: a destructor
+ * that allocates in the last one arms libhpcmem's hook for a round that
+ * never comes).  Without a way back, each such thread left its cache live:
+ * its bins' objects (50 KiB a thread in a test that allocates 50 blocks in
+ * each round), and a place in live_threads that shrank every bin's room. */
+unsigned _hpcmem_tcache_late;
 
 /* A cache whose slice starts at 0 over an all-zero class map sends every
  * free to the slow path, like the placeholder.  A thread racing with this
@@ -314,10 +321,40 @@ void _hpcmem_tcache_flush_all(hpcmem_tcache_t *t) {
 
 void _hpcmem_tcache_retire(hpcmem_tcache_t *t) {
   _hpcmem_lock(&registry_lock);
+  if (t->late_tid) {
+    t->late_tid = 0;
+    __atomic_sub_fetch(&_hpcmem_tcache_late, 1, __ATOMIC_RELAXED);
+  }
   t->live = 0;
   live_threads--;
   set_bin_cap();
   _hpcmem_unlock(&registry_lock);
+}
+
+void _hpcmem_tcache_mark_late(hpcmem_tcache_t *t) {
+  _hpcmem_lock(&registry_lock);
+  if (!t->late_tid) {
+    t->late_tid = _hpcmem_prim_gettid();
+    __atomic_add_fetch(&_hpcmem_tcache_late, 1, __ATOMIC_RELAXED);
+  }
+  _hpcmem_unlock(&registry_lock);
+}
+
+hpcmem_tcache_t *_hpcmem_tcache_dead_late(int *tid) {
+  if (!__atomic_load_n(&_hpcmem_tcache_late, __ATOMIC_RELAXED)) return NULL;
+  hpcmem_tcache_t *dead = NULL;
+  _hpcmem_lock(&registry_lock);
+  for (hpcmem_tcache_t *c = all_caches; c; c = c->next_all) {
+    /* a thread id the kernel reused shows the cache alive a while longer */
+    if (!c->live || !c->late_tid || _hpcmem_prim_thread_alive(c->late_tid)) continue;
+    *tid = c->late_tid;
+    c->late_tid = 0;
+    __atomic_sub_fetch(&_hpcmem_tcache_late, 1, __ATOMIC_RELAXED);
+    dead = c;
+    break;
+  }
+  _hpcmem_unlock(&registry_lock);
+  return dead;
 }
 
 /* fork: in the child, only the forking thread lives on; the other threads'
@@ -327,9 +364,16 @@ void _hpcmem_tcache_fork_prepare(void) { _hpcmem_lock(&registry_lock); }
 void _hpcmem_tcache_fork_parent(void) { _hpcmem_unlock(&registry_lock); }
 void _hpcmem_tcache_fork_child(void) {
   live_threads = 0;
+  _hpcmem_tcache_late = 0;
   for (hpcmem_tcache_t *c = all_caches; c; c = c->next_all) {
     c->live = c == _hpcmem_tc;
     live_threads += (unsigned)c->live;
+    if (c->live && c->late_tid) {             /* the forking thread, in a late destructor: its id here */
+      c->late_tid = _hpcmem_prim_gettid();
+      _hpcmem_tcache_late++;
+    } else {
+      c->late_tid = 0;
+    }
   }
   set_bin_cap();
   _hpcmem_unlock(&registry_lock);

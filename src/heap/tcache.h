@@ -103,6 +103,9 @@ typedef struct hpcmem_tcache {
   uint32_t bin_events;             /* refills and flushes since then */
   struct hpcmem_tcache *next_all;  /* registry of live caches */
   int live;
+  int late_tid;                    /* a cache made after its thread's exit hook ran: the thread's id
+                                      (no destructor may run again to give it back; see
+                                      _hpcmem_tcache_mark_late), else 0 */
 } __attribute__((aligned(64))) hpcmem_tcache_t;
 
 /* Every thread starts on an empty, shared placeholder cache (its bins are empty
@@ -205,6 +208,16 @@ void _hpcmem_tcache_flush_all(hpcmem_tcache_t *t);
 void _hpcmem_tcache_pend_flush(hpcmem_tcache_t *t);
 /* The thread of t exited (after _hpcmem_tcache_flush_all): t may go to another thread. */
 void _hpcmem_tcache_retire(hpcmem_tcache_t *t);
+/* t was made for the calling thread after its exit hook ran (another
+ * thread-specific destructor allocated): glibc may run no destructor round
+ * after this one, so t is noted with the thread's id, and a later
+ * _hpcmem_tcache_dead_late gives it back once the thread is gone. */
+void _hpcmem_tcache_mark_late(hpcmem_tcache_t *t);
+/* A cache noted late whose thread is gone (no longer noted, still live: the
+ * caller flushes and retires it; *tid: the thread's id), or NULL. */
+hpcmem_tcache_t *_hpcmem_tcache_dead_late(int *tid);
+/* How many caches are noted late (read without the lock: a hint). */
+extern HPCMEM_HIDDEN unsigned _hpcmem_tcache_late;
 void _hpcmem_tcache_fork_prepare(void);
 void _hpcmem_tcache_fork_parent(void);
 void _hpcmem_tcache_fork_child(void);

@@ -211,6 +211,12 @@ unsigned _hpcmem_prim_cpus_allowed(void) {
   return n ? n : 1;
 }
 
+int _hpcmem_prim_gettid(void) { return (int)syscall(SYS_gettid); }
+
+int _hpcmem_prim_thread_alive(int tid) {
+  return syscall(SYS_tgkill, (long)getpid(), (long)tid, 0L) == 0 || errno != ESRCH;
+}
+
 uint64_t _hpcmem_prim_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -52,6 +52,11 @@ int _hpcmem_prim_page_nodes(void **pages, unsigned long count, int *status);
 size_t _hpcmem_prim_page_size(void);
 /* How many cpus this thread may run on (sched_getaffinity), at least 1. */
 unsigned _hpcmem_prim_cpus_allowed(void);
+/* The calling thread's id (gettid). */
+int _hpcmem_prim_gettid(void);
+/* 1 while thread tid of this process exists (tgkill with signal 0), 0 once
+ * it is gone. */
+int _hpcmem_prim_thread_alive(int tid);
 
 /* Node-shared memory (the shared segment).  A file of `size` bytes is made
  * sparse (ftruncate): its pages cost memory only once touched.

@@ -1048,19 +1048,34 @@ void _hpcmem_trace_flush_all(int reason) {
   t_inside = saved;
 }
 
-void _hpcmem_trace_thread_exit(void) {
-  hmt_tbuf_t *b = t_buf;
-  if (!b) return;
-  int saved = t_inside;
-  t_inside = 1;
+/* b's records go out and b is free for the next thread (its owner is done
+ * with it: at its exit, or gone; t_inside set by the caller). */
+static void tbuf_release(hmt_tbuf_t *b) {
   partial_flush(b, 1);
   /* the next owner starts at the front of a segment */
   _hpcmem_tlock(&b->lock, b->tid);
   b->done[POS_SEG(b->pos)] = 0;
   __atomic_store_n(&b->pos, POS(POS_SEG(b->pos), 0), __ATOMIC_RELEASE);
   _hpcmem_tlock_release(&b->lock);
-  t_buf = NULL;
   __atomic_store_n(&b->in_use, 0, __ATOMIC_RELEASE);
+}
+
+void _hpcmem_trace_thread_exit(void) {
+  hmt_tbuf_t *b = t_buf;
+  if (!b) return;
+  int saved = t_inside;
+  t_inside = 1;
+  t_buf = NULL;
+  tbuf_release(b);
+  t_inside = saved;
+}
+
+void _hpcmem_trace_thread_gone(int tid) {
+  if (!G.ready) return;
+  int saved = t_inside;
+  t_inside = 1;
+  for (hmt_tbuf_t *b = G.all; b; b = b->next)
+    if (b != t_buf && __atomic_load_n(&b->in_use, __ATOMIC_ACQUIRE) && b->tid == tid) tbuf_release(b);
   t_inside = saved;
 }
 

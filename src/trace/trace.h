@@ -39,6 +39,10 @@ void _hpcmem_trace_flush_all(int reason);
 
 /* Flush the calling thread's buffer and give it back (thread-exit hook). */
 void _hpcmem_trace_thread_exit(void);
+/* The same for thread tid, which is gone: it recorded events after its
+ * exit hook (a thread-specific destructor of glibc's last round allocated,
+ * see _hpcmem_tcache_mark_late), and its buffer would stay taken. */
+void _hpcmem_trace_thread_gone(int tid);
 
 /* The MPI layer's rank, size and clock offset at MPI_Init: added to a
  * local time stamp it gives a clock common to all ranks of the job (for

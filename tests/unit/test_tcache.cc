@@ -12,12 +12,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <vector>
 extern "C" {
 #include "heap/tcache.h"
+#include "prim/prim.h"
 #include "hpcmem.h"
 }
 
@@ -754,3 +756,51 @@ TEST(_hpcmem_tcache_flush_all, a_range_another_thread_carved_past_is_not_written
   EXPECT_EQ(hpcmem_check(), 0);
   free(q);
 }
+
+// A cache made after its thread's exit hook ran (a thread-specific destructor
+// allocated in glibc's last round) is noted with its thread's id; retiring it
+// (a destructor round came after all) takes the note away.
+TEST(_hpcmem_tcache_mark_late, notes_the_thread_until_the_cache_is_retired) {
+  std::atomic<int> marked{0}, go{0};
+  hpcmem_tcache_t *t = nullptr;
+  int tid = 0;
+  std::thread a([&] {
+    free(malloc(16));
+    t = _hpcmem_tc;
+    _hpcmem_tcache_mark_late(t);
+    marked = t->late_tid == _hpcmem_prim_gettid() ? 1 : -1;
+    while (!go) std::this_thread::yield();
+  });
+  while (!marked) std::this_thread::yield();
+  EXPECT_EQ(marked.load(), 1);
+  EXPECT_EQ(_hpcmem_tcache_dead_late(&tid), nullptr) << "its thread is alive";
+  go = 1;
+  a.join();                                            // its exit hook retires the cache
+  EXPECT_EQ(t->late_tid, 0);
+  EXPECT_EQ(t->live, 0);
+  EXPECT_EQ(_hpcmem_tcache_dead_late(&tid), nullptr);
+}
+
+// Once the noted thread is gone, the cache is handed out (once) for the
+// caller to give back.
+TEST(_hpcmem_tcache_dead_late, finds_a_late_cache_whose_thread_is_gone) {
+  int gone = 0;
+  std::thread([&] { gone = _hpcmem_prim_gettid(); }).join();
+  for (int i = 0; i < 1000 && _hpcmem_prim_thread_alive(gone); i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(_hpcmem_prim_thread_alive(gone), 0);
+  std::thread([&] {
+    free(malloc(16));
+    hpcmem_tcache_t *t = _hpcmem_tc;
+    _hpcmem_tcache_mark_late(t);
+    int tid = 0;
+    EXPECT_EQ(_hpcmem_tcache_dead_late(&tid), nullptr) << "this thread is alive";
+    t->late_tid = gone;                                // as if it were the gone thread's cache
+    EXPECT_EQ(_hpcmem_tcache_dead_late(&tid), t);
+    EXPECT_EQ(tid, gone);
+    EXPECT_EQ(t->late_tid, 0);
+    EXPECT_EQ(t->live, 1) << "the caller gives it back";
+    EXPECT_EQ(_hpcmem_tcache_dead_late(&tid), nullptr) << "handed out once";
+  }).join();
+}
+

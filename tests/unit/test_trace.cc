@@ -751,6 +751,50 @@ TEST(trace_thread_exit, flushes_and_recycles_the_buffer) {
   rm_rf(dir);
 }
 
+// A thread that records events after its exit hook (a thread-specific
+// destructor of glibc's last round allocates) keeps its buffer until it is
+// gone; the next thread to start writes it out and frees it
+// (_hpcmem_thread_cache, which gives gone threads' late caches back).
+namespace {
+pthread_key_t late_key;
+void late_destructor(void *v) {
+  long round = (long)v;
+  if (round < PTHREAD_DESTRUCTOR_ITERATIONS) {
+    pthread_setspecific(late_key, (void *)(round + 1));
+    return;
+  }
+  for (int i = 0; i < 10; i++) free(malloc(24));    // after libhpcmem's hook ran for the last time
+}
+}  // namespace
+
+TEST(trace_thread_gone, writes_and_recycles_the_buffer_of_a_gone_thread) {
+  std::string dir = make_tmpdir();
+  start_trace(dir, {});
+  ASSERT_EQ(pthread_key_create(&late_key, late_destructor), 0);
+  hpcmem_trace_stats_t before, after;
+  _hpcmem_trace_get_stats(&before);
+  std::vector<int> tids;
+  for (int round = 0; round < 8; round++) {
+    int tid = 0;
+    std::thread([&tid] {
+      tid = _hpcmem_trace_tid();
+      free(malloc(24));
+      pthread_setspecific(late_key, (void *)1L);
+    }).join();
+    tids.push_back(tid);
+  }
+  for (int tid : tids)
+    for (int i = 0; i < 1000 && _hpcmem_prim_thread_alive(tid); i++) usleep(1000);
+  std::thread([] { free(malloc(24)); }).join();     // a new thread's cache: gone threads' go back first
+  _hpcmem_trace_get_stats(&after);
+  EXPECT_LE(after.threads, before.threads + 2) << "each gone thread kept a buffer";
+  EXPECT_EQ(pthread_key_delete(late_key), 0);
+  _hpcmem_trace_shutdown();
+  ReadBack rb = read_back(only_file(dir));
+  EXPECT_EQ(rb.rc, 0) << rb.error;
+  rm_rf(dir);
+}
+
 // The recorder's memory does not grow with the number of events.
 TEST(trace_event, memory_is_bounded_by_the_buffer) {
   std::string dir = make_tmpdir();
