@@ -182,7 +182,7 @@ hpcmem_tcache_t *_hpcmem_tcache_get(void) {
   for (hpcmem_tcache_t *c = all_caches; c; c = c->next_all)
     if (!c->live) { t = c; break; }              /* reuse an exited thread's cache and counters */
   if (t) {
-    _hpcmem_tcache_flush_all(t);     /* empty unless its thread lived in the parent of a fork */
+    _hpcmem_tcache_flush_all(t);     /* empty: its thread's exit gave it back, or a fork's child dropped it */
     bins_init(t);
   } else {
     if (pool_next + CACHE_STRIDE > pool_end) {
@@ -358,14 +358,34 @@ hpcmem_tcache_t *_hpcmem_tcache_dead_late(int *tid) {
 }
 
 /* fork: in the child, only the forking thread lives on; the other threads'
- * caches are free for the child's new threads (objects still in them go
- * back when one is taken), and the bins get the room of the live count. */
+ * caches are free for the child's new threads, and the bins get the room of
+ * the live count.  What the other threads' caches held stays where it is,
+ * unread: those threads may have been inside a fast path when the process
+ * forked, and the child's copy of a cache can be half updated (a malloc
+ * that had stored the fresh range's new start but not its shorter length
+ * gave the child a range one object too long; flushed by the child's next
+ * thread, it made a span inconsistent).  Their objects are lost to the child
+ * (pages it shares with the parent until it writes them, which it never
+ * does); the heaps themselves are consistent (locked around the fork). */
+static void drop_unread(hpcmem_tcache_t *c) {
+  for (unsigned k = 1; k < HPCMEM_NCLASSES; k++) {
+    c->bin[k].head = NULL;
+    c->bin[k].count = 0;
+    c->bin[k].slot = NULL;
+    c->bin[k].nfresh = 0;
+    c->fresh[k] = NULL;
+  }
+  c->pend = NULL;
+  c->pend_bin = NULL;
+}
+
 void _hpcmem_tcache_fork_prepare(void) { _hpcmem_lock(&registry_lock); }
 void _hpcmem_tcache_fork_parent(void) { _hpcmem_unlock(&registry_lock); }
 void _hpcmem_tcache_fork_child(void) {
   live_threads = 0;
   _hpcmem_tcache_late = 0;
   for (hpcmem_tcache_t *c = all_caches; c; c = c->next_all) {
+    if (c->live && c != _hpcmem_tc) drop_unread(c);
     c->live = c == _hpcmem_tc;
     live_threads += (unsigned)c->live;
     if (c->live && c->late_tid) {             /* the forking thread, in a late destructor: its id here */
