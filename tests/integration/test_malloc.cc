@@ -279,24 +279,46 @@ TEST(posix_memalign, bad_alignment_is_einval) {
   EXPECT_EQ(posix_memalign(&p, 64, SIZE_MAX), ENOMEM);
 }
 
-TEST(aligned_alloc, aligns_and_rejects_bad_alignment) {
+// memalign and aligned_alloc take any alignment as glibc 2.36 does: up to 16
+// bytes (0 included) malloc's, above that the next power of two; only one
+// past SIZE_MAX / 2 + 1 is EINVAL, and 2^63 cannot be had (ENOMEM).
+void expect_glibc_alignment(void *(*fn)(size_t, size_t), const char *name) {
+  const struct { size_t asked, got; } cases[] = {
+      {0, 16}, {1, 16}, {3, 16}, {8, 16}, {16, 16}, {24, 32}, {48, 64}, {100, 128},
+      {256, 256}, {4097, 8192}, {(size_t)3 << 20, (size_t)4 << 20}};
+  for (auto c : cases) {
+    errno = 0;
+    void *p = fn(c.asked, 200);
+    ASSERT_NE(p, nullptr) << name << "(" << c.asked << ", 200): errno " << errno;
+    EXPECT_TRUE(aligned(p, c.got)) << name << "(" << c.asked << ") = " << p;
+    memset(p, 0xab, 200);
+    free(p);
+  }
+  errno = 0;
+  EXPECT_EQ(fn(SIZE_MAX, 30), nullptr);
+  EXPECT_EQ(errno, EINVAL) << name << ": an alignment past SIZE_MAX / 2 + 1";
+  errno = 0;
+  EXPECT_EQ(fn(SIZE_MAX / 2 + 2, 30), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  errno = 0;
+  EXPECT_EQ(fn(SIZE_MAX / 2 + 1, 30), nullptr);
+  EXPECT_EQ(errno, ENOMEM) << name << ": 2^63 is a power of two, but no such block";
+}
+
+TEST(aligned_alloc, aligns_as_glibc_and_rejects_only_impossible_alignments) {
   void *p = aligned_alloc(4096, 4096 * 3);
   ASSERT_NE(p, nullptr);
   EXPECT_TRUE(aligned(p, 4096));
   free(p);
-  errno = 0;
-  EXPECT_EQ(aligned_alloc(3, 30), nullptr);
-  EXPECT_EQ(errno, EINVAL);
+  expect_glibc_alignment(aligned_alloc, "aligned_alloc");
 }
 
-TEST(memalign, aligns_and_rejects_bad_alignment) {
+TEST(memalign, aligns_as_glibc_and_rejects_only_impossible_alignments) {
   void *p = memalign(256, 1000);
   ASSERT_NE(p, nullptr);
   EXPECT_TRUE(aligned(p, 256));
   free(p);
-  errno = 0;
-  EXPECT_EQ(memalign(100, 30), nullptr);
-  EXPECT_EQ(errno, EINVAL);
+  expect_glibc_alignment(memalign, "memalign");
 }
 
 TEST(valloc, page_aligned) {
