@@ -53,7 +53,7 @@ fi
 
 # the ratio column: plain malloc is 1.00x of itself, the aligned variant has a ratio
 if grep -q '^  malloc .*(1.00x).*(1.00x).*(1.00x).*(1.00x)  passed' "$out" \
-   && grep -q '^#result stream malloc-aligned Copy [0-9.]* [0-9]\.[0-9]* valid$' "$out"; then
+   && grep -q '^#result stream malloc-aligned Copy [0-9.]* [0-9][0-9]*\.[0-9]* valid$' "$out"; then
   ok ratio_against_malloc
 else
   bad ratio_against_malloc "summary has no ratios"
