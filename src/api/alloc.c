@@ -819,25 +819,24 @@ EXPORT int posix_memalign(void **out, size_t align, size_t n) {
 }
 
 /* memalign's alignment as glibc takes it (and aligned_alloc's, which is
- * memalign in Debian 12's glibc 2.36): up to malloc's 16 bytes any value,
- * 0 included; above, the next power of two; 0 (EINVAL) past SIZE_MAX / 2 + 1,
- * where no power of two is left.  A program that asks for 24 or 100 bytes
- * works with glibc, so it must here. */
-static size_t glibc_alignment(size_t align) {
-  if (align <= 16) return 16;
-  if (align > SIZE_MAX / 2 + 1) return 0;
-  return pow2(align) ? align : (size_t)1 << (64 - __builtin_clzll(align));
-}
-
-EXPORT void *aligned_alloc(size_t align, size_t n) {
-  if (!(align = glibc_alignment(align))) { errno = EINVAL; return NULL; }
-  return aligned(align, n);
+ * memalign in Debian 12's glibc 2.36) when it is not a power of two: up to
+ * malloc's 16 bytes any value, 0 included; above, the next power of two;
+ * EINVAL past SIZE_MAX / 2 + 1, where no power of two is left.  A program
+ * that asks for 24 or 100 bytes works with glibc, so it must here.  Out of
+ * line: programs that run it are few (src/hot-text.ld). */
+HPCMEM_NOINLINE static void *memalign_odd(size_t align, size_t n) {
+  if (align <= 16) return aligned(16, n);
+  if (align > SIZE_MAX / 2 + 1) { errno = EINVAL; return NULL; }
+  return aligned((size_t)1 << (64 - __builtin_clzll(align)), n);
 }
 
 EXPORT void *memalign(size_t align, size_t n) {
-  if (!(align = glibc_alignment(align))) { errno = EINVAL; return NULL; }
+  if (HPCMEM_UNLIKELY(!pow2(align))) return memalign_odd(align, n);
   return aligned(align, n);
 }
+
+/* the same function, as in glibc 2.36 */
+EXPORT void *aligned_alloc(size_t align, size_t n) __attribute__((alias("memalign")));
 
 EXPORT void *valloc(size_t n) { return aligned(_hpcmem_prim_page_size(), n); }
 
