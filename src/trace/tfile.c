@@ -206,19 +206,15 @@ static void modules_locked(void);
 int _hpcmem_tfile_write_block(hmt_block_t *b, const void *payload, int may_wait) {
   int tid = _hpcmem_trace_tid();
   if (may_wait) _hpcmem_tlock(&F.lock, tid);
-  else if (!_hpcmem_tlock_try(&F.lock, tid)) {
-    /* a signal handler: spin briefly unless we interrupted the holder */
-    int got = 0;
-    for (int i = 0; i < 1000000 && F.lock.owner != tid; i++)
-      if (_hpcmem_tlock_try(&F.lock, tid)) { got = 1; break; }
-    if (!got) return -EBUSY;
-  }
+  else if (_hpcmem_tlock_signal(&F.lock, tid)) return -EBUSY;  /* a signal handler */
   int first = F.fd < 0;
   int err = append_locked(b, payload);
   if (err == 0 && first) modules_locked();
   _hpcmem_tlock_release(&F.lock);
   return err;
 }
+
+int _hpcmem_tfile_held_by(int tid) { return __atomic_load_n(&F.lock.owner, __ATOMIC_RELAXED) == tid; }
 
 /* ---- identity (MPI_Init) ------------------------------------------- */
 

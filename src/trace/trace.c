@@ -40,6 +40,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
+#include <sys/select.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -261,6 +262,26 @@ void _hpcmem_tlock(hmt_tlock_t *l, int tid) {
 }
 
 void _hpcmem_tlock_release(hmt_tlock_t *l) { __atomic_store_n(&l->owner, 0, __ATOMIC_RELEASE); }
+
+/* The deadline of the signal-time flush, CLOCK_MONOTONIC ns (0: none
+ * running). */
+static volatile uint64_t sig_deadline;
+
+int _hpcmem_tlock_signal(hmt_tlock_t *l, int tid) {
+  uint64_t deadline = sig_deadline;
+  for (unsigned spins = 0;; spins++) {
+    if (_hpcmem_tlock_try(l, tid)) return 0;
+    if (__atomic_load_n(&l->owner, __ATOMIC_RELAXED) == tid) return -EBUSY;  /* the interrupted holder: us */
+    if (spins < 1000) { __builtin_ia32_pause(); continue; }
+    uint64_t now = _hpcmem_prim_now_ns();
+    if (!deadline) deadline = now + HMT_SIGNAL_WAIT_NS;
+    if (now >= deadline) return -EBUSY;
+    /* give the CPU away: the holder may be waiting for it (select, not
+     * nanosleep: POSIX lists select as async-signal-safe) */
+    struct timeval tv = {0, 50};
+    select(0, NULL, NULL, NULL, &tv);
+  }
+}
 
 void _hpcmem_trace_lib_enter(void) { t_lib++; }
 void _hpcmem_trace_lib_leave(void) { if (t_lib > 0) t_lib--; }
@@ -826,15 +847,14 @@ static void owner_swap(hmt_tbuf_t *b) {
 }
 
 /* Anyone writes what a buffer holds.  Returns 0, or -EBUSY when the lock
- * is held by the interrupted owner itself. */
+ * is held by the interrupted owner itself, or (signal handler) still held
+ * by another thread at the signal flush's deadline. */
 static int partial_flush(hmt_tbuf_t *b, int may_wait) {
   int tid = _hpcmem_trace_tid();
   if (!_hpcmem_tlock_try(&b->lock, tid)) {
     if (b->lock.owner == tid) return -EBUSY;  /* a signal interrupted our own flush */
     if (!may_wait) {
-      int got = 0;
-      for (int i = 0; i < 1000000 && !got; i++) got = _hpcmem_tlock_try(&b->lock, tid);
-      if (!got) return -EBUSY;
+      if (_hpcmem_tlock_signal(&b->lock, tid)) return -EBUSY;
     } else {
       _hpcmem_tlock(&b->lock, tid);
     }
@@ -1019,6 +1039,13 @@ void _hpcmem_trace_flush_all(int reason) {
   /* from now on (EXIT, a signal) each event is written as it comes: set
    * before the buffers are written, so that no event falls in between */
   if (reason == HMT_FLUSH_EXIT || in_signal) G.final = 1;
+  if (in_signal) {
+    /* a signal that interrupted this thread's own write holds the file:
+     * nothing can be written, and whoever holds a buffer's lock may be
+     * waiting for the file -- do not wait for them */
+    if (_hpcmem_tfile_held_by(_hpcmem_trace_tid())) { t_inside = saved; return; }
+    sig_deadline = _hpcmem_prim_now_ns() + HMT_SIGNAL_WAIT_NS;
+  }
   for (hmt_tbuf_t *b = G.all; b; b = b->next) partial_flush(b, may_wait);
   hpcmem_trace_stats_t st;
   fill_stats(&st);
@@ -1038,6 +1065,7 @@ void _hpcmem_trace_flush_all(int reason) {
   blk.type = HMT_BLOCK_FLUSH; blk.codec = HMT_CODEC_NONE;
   blk.stored_len = blk.raw_len = (uint32_t)(p - payload);
   _hpcmem_tfile_write_block(&blk, payload, may_wait);
+  if (in_signal) sig_deadline = 0;
   if (reason == HMT_FLUSH_EXIT && _hpcmem_opt(VERBOSE)) {
     uint64_t hits = 0, misses = 0;
     for (hmt_tbuf_t *b = G.all; b; b = b->next) _hpcmem_scache_counts(b->cache, &hits, &misses);

@@ -81,6 +81,16 @@ typedef struct hmt_tlock { volatile int owner; } hmt_tlock_t;  /* 0 free, else t
 int _hpcmem_tlock_try(hmt_tlock_t *l, int tid);
 void _hpcmem_tlock(hmt_tlock_t *l, int tid);
 void _hpcmem_tlock_release(hmt_tlock_t *l);
+/* In a signal handler: take a lock another thread holds -- the writer
+ * thread coding or writing a block, a thread writing its own buffer --
+ * waiting for it as long as it runs on: on a busy machine the holder may
+ * be off the CPU for tens of ms, so the wait is bounded by time, not by
+ * tries, and gives the CPU away.  0, or -EBUSY when this thread holds it
+ * (the signal interrupted the holder) or at the signal flush's deadline
+ * (HMT_SIGNAL_WAIT_NS after it started: the holder may be waiting for
+ * something the interrupted thread holds).  Async-signal-safe. */
+#define HMT_SIGNAL_WAIT_NS (2ull * 1000 * 1000 * 1000)
+int _hpcmem_tlock_signal(hmt_tlock_t *l, int tid);
 int _hpcmem_trace_tid(void);
 
 /* stack.c */
@@ -164,9 +174,12 @@ typedef struct {
   int rank_from_mpi;
 } hmt_file_identity_t;
 /* Write one block (header + payload, stored_len bytes) at the end of the
- * file, creating it first if needed.  may_wait = 0: give up when another
- * thread holds the file (signal handler).  0 or -errno. */
+ * file, creating it first if needed.  may_wait = 0 (signal handler): wait
+ * for another thread that holds the file as _hpcmem_tlock_signal does,
+ * give up when this one does.  0 or -errno. */
 int _hpcmem_tfile_write_block(hmt_block_t *b, const void *payload, int may_wait);
+/* this thread holds the file's lock (a signal interrupted its write) */
+int _hpcmem_tfile_held_by(int tid);
 void _hpcmem_tfile_set_identity(const hmt_file_identity_t *id);
 /* dir_is_default: dir is the default name, not the user's HPCMEM_TRACE_DIR,
  * and is not entered through a symbolic link (anyone could plant one). */
