@@ -46,9 +46,6 @@ extern void *__libc_realloc(void *, size_t);
 /* ------------------------------------------------------------------ */
 /* initialisation                                                       */
 
-/* set by the thread's exit hook: a cache made after it is late (see
- * _hpcmem_tcache_mark_late) */
-static __thread uint8_t exit_ran;
 
 /* A thread's cache goes back: at its exit, or, made late, from another
  * thread once it is gone (the statistics the same way). */
@@ -63,7 +60,7 @@ static void thread_exit(void *arg) {
   if (_hpcmem_trace_enabled) _hpcmem_trace_thread_exit();
   cache_back(t);
   _hpcmem_tc = &_hpcmem_tcache_none;
-  exit_ran = 1;
+  _hpcmem_large_exiting = 1;      /* a cache made from now on is late (_hpcmem_tcache_mark_late) */
 }
 
 /* Caches made late whose threads are gone go back (with their trace
@@ -131,7 +128,7 @@ hpcmem_tcache_t *_hpcmem_thread_cache(void) {
   if (HPCMEM_UNLIKELY(__atomic_load_n(&_hpcmem_tcache_late, __ATOMIC_RELAXED))) late_back();
   t = _hpcmem_tcache_get();
   if (!t) return NULL;
-  if (HPCMEM_UNLIKELY(exit_ran)) _hpcmem_tcache_mark_late(t);
+  if (HPCMEM_UNLIKELY(_hpcmem_large_exiting)) _hpcmem_tcache_mark_late(t);
   pthread_setspecific(exit_key, t);   /* arms thread_exit for this thread (if a round is left) */
   return t;
 }

@@ -214,7 +214,13 @@ unsigned _hpcmem_prim_cpus_allowed(void) {
 int _hpcmem_prim_gettid(void) { return (int)syscall(SYS_gettid); }
 
 int _hpcmem_prim_thread_alive(int tid) {
-  return syscall(SYS_tgkill, (long)getpid(), (long)tid, 0L) == 0 || errno != ESRCH;
+  if (syscall(SYS_tgkill, (long)getpid(), (long)tid, 0L) == 0) return 1;
+  if (errno == ESRCH) return 0;
+  /* tgkill refused (a seccomp filter may): the kernel's list of our threads */
+  char path[48];
+  snprintf(path, sizeof path, "/proc/self/task/%d", tid);
+  struct stat st;
+  return stat(path, &st) == 0 || errno != ENOENT;
 }
 
 uint64_t _hpcmem_prim_now_ns(void) {

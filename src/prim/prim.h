@@ -54,8 +54,9 @@ size_t _hpcmem_prim_page_size(void);
 unsigned _hpcmem_prim_cpus_allowed(void);
 /* The calling thread's id (gettid). */
 int _hpcmem_prim_gettid(void);
-/* 1 while thread tid of this process exists (tgkill with signal 0), 0 once
- * it is gone. */
+/* 1 while thread tid of this process exists (tgkill with signal 0; where
+ * tgkill is refused, /proc/self/task/TID), 0 once it is gone; 1 when
+ * neither can tell. */
 int _hpcmem_prim_thread_alive(int tid);
 
 /* Node-shared memory (the shared segment).  A file of `size` bytes is made

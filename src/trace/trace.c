@@ -82,6 +82,7 @@
 typedef struct hmt_tbuf {
   struct hmt_tbuf *next;      /* all buffers ever made (never unlinked) */
   volatile int in_use;        /* owned by a live thread */
+  int late;                   /* taken after its thread's exit hook (see _hpcmem_trace_thread_gone) */
   int tid;
   hmt_tlock_t lock;           /* held while writing a block of this buffer */
   uint64_t *seg[HMT_SEGS];    /* the ring of segments, cap words each */
@@ -143,6 +144,7 @@ static __thread int t_inside;  /* inside the recorder */
 static __thread int t_lib;     /* inside libhpcmem's own work */
 static __thread int t_tid;
 static __thread int t_writer;  /* this is the writer thread */
+static __thread int t_exited;  /* the thread's exit hook ran */
 
 #define STAT_ADD(f, n) __atomic_add_fetch(&S.f, (n), __ATOMIC_RELAXED)
 
@@ -371,6 +373,7 @@ static hmt_tbuf_t *tbuf_acquire(void) {
     int z = 0;
     if (!b->in_use && __atomic_compare_exchange_n(&b->in_use, &z, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
       b->tid = _hpcmem_trace_tid();
+      b->late = t_exited;
       /* the cached stacks were another thread's, on its stack */
       _hpcmem_scache_clear(b->cache, (uint32_t)G.depth);
       b->chain = 0;  /* a reader follows the models by tid */
@@ -403,6 +406,7 @@ static hmt_tbuf_t *tbuf_acquire(void) {
   b->cap = words;
   b->in_use = 1;
   b->tid = _hpcmem_trace_tid();
+  b->late = t_exited;
   hmt_tbuf_t *old = G.all;
   do b->next = old;
   while (!__atomic_compare_exchange_n(&G.all, &old, b, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
@@ -1085,10 +1089,12 @@ static void tbuf_release(hmt_tbuf_t *b) {
   b->done[POS_SEG(b->pos)] = 0;
   __atomic_store_n(&b->pos, POS(POS_SEG(b->pos), 0), __ATOMIC_RELEASE);
   _hpcmem_tlock_release(&b->lock);
+  b->late = 0;
   __atomic_store_n(&b->in_use, 0, __ATOMIC_RELEASE);
 }
 
 void _hpcmem_trace_thread_exit(void) {
+  t_exited = 1;
   hmt_tbuf_t *b = t_buf;
   if (!b) return;
   int saved = t_inside;
@@ -1102,8 +1108,11 @@ void _hpcmem_trace_thread_gone(int tid) {
   if (!G.ready) return;
   int saved = t_inside;
   t_inside = 1;
+  /* only buffers taken after an exit hook: a buffer another thread takes
+   * is in use before it carries that thread's id, and the kernel may give
+   * tid to a new thread */
   for (hmt_tbuf_t *b = G.all; b; b = b->next)
-    if (b != t_buf && __atomic_load_n(&b->in_use, __ATOMIC_ACQUIRE) && b->tid == tid) tbuf_release(b);
+    if (b != t_buf && __atomic_load_n(&b->in_use, __ATOMIC_ACQUIRE) && b->late && b->tid == tid) tbuf_release(b);
   t_inside = saved;
 }
 
@@ -1132,7 +1141,7 @@ static void after_fork_child(void) {
     b->tail = POS_SEG(b->pos);
     b->pos = POS(b->tail, 0);
     b->events = 0;
-    if (b != t_buf) b->in_use = 0;
+    if (b != t_buf) b->in_use = b->late = 0;
     else b->tid = _hpcmem_trace_tid();
   }
   memset(&S, 0, sizeof S);

@@ -807,44 +807,56 @@ TEST(_hpcmem_tcache_dead_late, finds_a_late_cache_whose_thread_is_gone) {
 // A forked child drops the other threads' caches without reading them: a
 // thread inside a fast path when the process forked leaves the child a half
 // updated copy (here: a fresh range one object too long, as between malloc's
-// two stores), which the child's next threads would flush into the heaps.
+// two stores, or one over a live object), which the child's next threads
+// would flush into the heaps.
 TEST(_hpcmem_tcache_fork_child, other_threads_caches_are_dropped_unread) {
-  size_t size = 5120;                                  // a class only this test uses
+  size_t size = 16 << 10;                              // a class only this test uses
   unsigned cls = _hpcmem_size_class(size);
   std::atomic<int> ready{0}, go{0};
   hpcmem_tcache_t *ta = nullptr;
+  void *held = nullptr;
   std::thread a([&] {
     void *p[3];
-    for (auto &q : p) q = malloc(size);                // a refill: objects, and a fresh range
-    for (auto &q : p) free(q);
+    for (auto &q : p) q = malloc(size);
+    held = p[0];                                       // live while the process forks
+    free(p[1]);
+    free(p[2]);
     ta = _hpcmem_tc;
     ready = 1;
     while (!go) std::this_thread::yield();
+    free(held);
   });
   while (!ready) std::this_thread::yield();
   hpcmem_bin_t *b = &ta->bin[cls];
-  bool have_range = b->nfresh > 0;
-  int status = -1;
-  if (have_range) {
-    b->nfresh++;                                       // torn, as a fork in the middle of malloc copies it
-    pid_t pid = fork();
-    if (pid == 0) {
-      bool dropped = b->nfresh == 0 && b->count == 0 && ta->pend == nullptr;
-      std::vector<std::thread> ts;                     // new threads take every free cache, a's included
-      for (int i = 0; i < 32; i++)
-        ts.emplace_back([size] {
-          for (int k = 0; k < 100; k++) free(malloc(size));
-        });
-      for (auto &t : ts) t.join();
-      _exit(dropped && hpcmem_check() == 0 ? 0 : 1);
-    }
-    b->nfresh--;
-    if (pid > 0) waitpid(pid, &status, 0);
+  char *fresh = ta->fresh[cls];
+  uint32_t nfresh = b->nfresh;
+  if (nfresh) {
+    b->nfresh = nfresh + 1;                            // torn: the range's end one object too far
+  } else {
+    ta->fresh[cls] = (char *)held;                     // torn: a range over a live object
+    b->nfresh = 1;
   }
+  pid_t pid = fork();
+  if (pid == 0) {
+    int dropped = b->nfresh == 0 && b->count == 0 && ta->pend == nullptr;
+    std::vector<std::thread> ts;                       // new threads take every free cache, a's included
+    for (int i = 0; i < 32; i++)
+      ts.emplace_back([size] {
+        for (int k = 0; k < 100; k++) free(malloc(size));
+      });
+    for (auto &t : ts) t.join();
+    _exit(hpcmem_check() != 0 ? 1 : !dropped ? 2 : 0);
+  }
+  ta->fresh[cls] = fresh;
+  b->nfresh = nfresh;
+  int status = 0;
+  if (pid > 0) waitpid(pid, &status, 0);
   go = 1;
   a.join();
-  ASSERT_TRUE(have_range) << "the test needs a fresh range in thread a's bin";
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child read another thread's cache";
+  ASSERT_GT(pid, 0) << "fork failed";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "the child " << (WIFEXITED(status) ? WEXITSTATUS(status) == 1 ? "found its heap inconsistent" : "kept the cache"
+                                             : "died of a signal");
   EXPECT_EQ(hpcmem_check(), 0);
 }
 
