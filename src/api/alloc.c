@@ -60,7 +60,7 @@ static void thread_exit(void *arg) {
   if (_hpcmem_trace_enabled) _hpcmem_trace_thread_exit();
   cache_back(t);
   _hpcmem_tc = &_hpcmem_tcache_none;
-  _hpcmem_large_exiting = 1;      /* a cache made from now on is late (_hpcmem_tcache_mark_late) */
+  _hpcmem_thread_exiting = 1;     /* a cache made from now on is late (_hpcmem_tcache_mark_late) */
 }
 
 /* Caches made late whose threads are gone go back (with their trace
@@ -128,7 +128,7 @@ hpcmem_tcache_t *_hpcmem_thread_cache(void) {
   if (HPCMEM_UNLIKELY(__atomic_load_n(&_hpcmem_tcache_late, __ATOMIC_RELAXED))) late_back();
   t = _hpcmem_tcache_get();
   if (!t) return NULL;
-  if (HPCMEM_UNLIKELY(_hpcmem_large_exiting)) _hpcmem_tcache_mark_late(t);
+  if (HPCMEM_UNLIKELY(_hpcmem_thread_exiting)) _hpcmem_tcache_mark_late(t);
   pthread_setspecific(exit_key, t);   /* arms thread_exit for this thread (if a round is left) */
   return t;
 }

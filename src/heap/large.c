@@ -133,7 +133,6 @@ struct hpcmem_large_tc {
   struct hpcmem_large_tc *prev, *next; /* L->tcs, under L's lock */
 };
 static __thread struct hpcmem_large_tc tc_self;
-__thread uint8_t _hpcmem_large_exiting __attribute__((tls_model("initial-exec")));
 
 typedef hpcmem_large_arena_t arena_t;
 
@@ -1567,7 +1566,12 @@ static inline __attribute__((always_inline)) void free_locked(hpcmem_large_t *L,
 static int tc_flush_mine(hpcmem_large_t *L, uint64_t now) {
   struct hpcmem_large_tc *c = &tc_self;
   if (c->L != L) {
-    if (c->L || c->dead || _hpcmem_large_exiting) return 0;
+    /* none after the allocator's exit hook: a thread whose first large
+     * block came in glibc's last destructor round listed its cache with a
+     * destructor that never ran, and the list pointed into its freed thread
+     * storage (the next thread there listed its own on top: a list that
+     * loops, and hpcmem_stats() spun for ever) */
+    if (c->L || c->dead || _hpcmem_thread_exiting) return 0;
     c->L = L;
     c->prev = NULL;
     c->next = L->tcs;

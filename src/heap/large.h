@@ -240,14 +240,6 @@ void _hpcmem_large_decay(hpcmem_large_t *L, uint64_t now_ns, int force);
 int _hpcmem_large_check(hpcmem_large_t *L);
 void _hpcmem_large_stats(hpcmem_large_t *L, hpcmem_large_stats_t *out);
 
-/* Set by the allocator's thread-exit hook (api/alloc.c): the thread runs
- * its destructors, and its first large block from now on lists no cache in
- * the tier.  Destructors may allocate after the hook; a thread whose first
- * large block came in glibc's last destructor round listed its cache, armed
- * an exit destructor that never ran, and left the tier's list of caches
- * pointing into its freed thread storage (the next thread there listed its
- * own on top: a list that loops, and hpcmem_stats() spun for ever). */
-extern __thread uint8_t _hpcmem_large_exiting __attribute__((tls_model("initial-exec")));
 void _hpcmem_large_fork_prepare(hpcmem_large_t *L);
 void _hpcmem_large_fork_parent(hpcmem_large_t *L);
 void _hpcmem_large_fork_child(hpcmem_large_t *L);

@@ -211,6 +211,8 @@ unsigned _hpcmem_prim_cpus_allowed(void) {
   return n ? n : 1;
 }
 
+__thread uint8_t _hpcmem_thread_exiting __attribute__((tls_model("initial-exec")));
+
 int _hpcmem_prim_gettid(void) { return (int)syscall(SYS_gettid); }
 
 int _hpcmem_prim_thread_alive(int tid) {

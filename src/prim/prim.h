@@ -52,6 +52,12 @@ int _hpcmem_prim_page_nodes(void **pages, unsigned long count, int *status);
 size_t _hpcmem_prim_page_size(void);
 /* How many cpus this thread may run on (sched_getaffinity), at least 1. */
 unsigned _hpcmem_prim_cpus_allowed(void);
+/* Set by the allocator's thread-exit hook (api/alloc.c, thread_exit): the
+ * thread runs its thread-specific destructors, and what it allocates from
+ * now on may come after every hook glibc still runs.  A thread cache made
+ * then is late (heap/tcache.c: _hpcmem_tcache_mark_late), the large tier
+ * lists no block cache for it, a trace buffer it takes is marked late. */
+extern __thread uint8_t _hpcmem_thread_exiting __attribute__((tls_model("initial-exec")));
 /* The calling thread's id (gettid). */
 int _hpcmem_prim_gettid(void);
 /* 1 while thread tid of this process exists (tgkill with signal 0; where

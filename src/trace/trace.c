@@ -144,7 +144,6 @@ static __thread int t_inside;  /* inside the recorder */
 static __thread int t_lib;     /* inside libhpcmem's own work */
 static __thread int t_tid;
 static __thread int t_writer;  /* this is the writer thread */
-static __thread int t_exited;  /* the thread's exit hook ran */
 
 #define STAT_ADD(f, n) __atomic_add_fetch(&S.f, (n), __ATOMIC_RELAXED)
 
@@ -373,7 +372,7 @@ static hmt_tbuf_t *tbuf_acquire(void) {
     int z = 0;
     if (!b->in_use && __atomic_compare_exchange_n(&b->in_use, &z, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
       b->tid = _hpcmem_trace_tid();
-      b->late = t_exited;
+      b->late = _hpcmem_thread_exiting;
       /* the cached stacks were another thread's, on its stack */
       _hpcmem_scache_clear(b->cache, (uint32_t)G.depth);
       b->chain = 0;  /* a reader follows the models by tid */
@@ -406,7 +405,7 @@ static hmt_tbuf_t *tbuf_acquire(void) {
   b->cap = words;
   b->in_use = 1;
   b->tid = _hpcmem_trace_tid();
-  b->late = t_exited;
+  b->late = _hpcmem_thread_exiting;
   hmt_tbuf_t *old = G.all;
   do b->next = old;
   while (!__atomic_compare_exchange_n(&G.all, &old, b, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
@@ -1094,7 +1093,6 @@ static void tbuf_release(hmt_tbuf_t *b) {
 }
 
 void _hpcmem_trace_thread_exit(void) {
-  t_exited = 1;
   hmt_tbuf_t *b = t_buf;
   if (!b) return;
   int saved = t_inside;
