@@ -245,8 +245,10 @@ static void clk_fix(void) {
 }
 /* ---- small helpers shared by the recorder's files ------------------ */
 
+/* prim's gettid, cached: the recorder asks on every event.  A fork's child
+ * drops the cache (after_fork_child). */
 int _hpcmem_trace_tid(void) {
-  if (!t_tid) t_tid = (int)syscall(SYS_gettid);
+  if (!t_tid) t_tid = _hpcmem_prim_gettid();
   return t_tid;
 }
 
@@ -1125,8 +1127,8 @@ void _hpcmem_trace_set_rank(int rank, int size, int64_t clock_offset_ns) {
  * parent had buffered is the parent's to write.  The writer thread is not
  * in the child: the next hand-over starts one. */
 static void after_fork_child(void) {
+  t_tid = 0;  /* the parent's id, even with the trace stopped: it may start again here */
   if (!G.ready) return;
-  t_tid = 0;
   W.state = 0;
   W.seq = 0;
   G.writer_after = 0;  /* the child's first event starts its writer */

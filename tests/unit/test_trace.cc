@@ -1156,6 +1156,39 @@ TEST(trace_writer, writes_old_events_of_a_quiet_thread) {
   rm_rf(dir);
 }
 
+// The recorder's cached thread id is prim's gettid, per thread; a fork's
+// child has its own, whether the trace runs at the fork or was stopped
+// before it (it may start again in the child).
+int trace_tid_in_child() {
+  if (_hpcmem_trace_tid() != getpid() || _hpcmem_trace_tid() != _hpcmem_prim_gettid()) return 1;
+  int rc = 2;
+  std::thread([&rc] { rc = _hpcmem_trace_tid() == _hpcmem_prim_gettid() && _hpcmem_trace_tid() != getpid() ? 0 : 3; }).join();
+  return rc;
+}
+
+TEST(_hpcmem_trace_tid, is_prim_gettid_and_the_child_s_own_after_fork) {
+  EXPECT_EQ(_hpcmem_trace_tid(), _hpcmem_prim_gettid());
+  int other = 0;
+  std::thread([&other] { other = _hpcmem_trace_tid() == _hpcmem_prim_gettid() ? _hpcmem_trace_tid() : -1; }).join();
+  EXPECT_GT(other, 0);
+  EXPECT_NE(other, _hpcmem_trace_tid());
+  for (bool running : {true, false}) {
+    std::string dir = make_tmpdir();
+    start_trace(dir, {});
+    ASSERT_EQ(_hpcmem_trace_tid(), (int)getpid());   // cached in the parent
+    if (!running) _hpcmem_trace_shutdown();
+    pid_t pid = fork();
+    if (pid == 0) _exit(trace_tid_in_child());
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << (running ? "trace running" : "trace stopped") << " at the fork: the child's exit "
+        << (WIFEXITED(status) ? WEXITSTATUS(status) : -1) << " (1: its main thread's id, 3: another thread's)";
+    if (running) _hpcmem_trace_shutdown();
+    rm_rf(dir);
+  }
+}
+
 // fork: the child records into a file of its own; the parent's buffered
 // events are not written twice.
 TEST(trace_event, fork_child_gets_its_own_file) {
