@@ -22,13 +22,22 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
+#ifndef HAVE_STRUCT_MALLINFO2
+/* glibc before 2.33: mallinfo only; the same fields, wide, for it */
+struct mallinfo2 {
+  size_t arena, ordblks, smblks, hblks, hblkhd, usmblks, fsmblks, uordblks, fordblks, keepcost;
+};
+#endif
+
 /* The large-block tiers: the process's and those of the segments in use
- * (interleaved, shared), whose blocks are all theirs. */
+ * (interleaved, shared), whose blocks are all theirs.  Not the shared
+ * segment in a forked child: its memory is the parent's, its records a stale
+ * copy (a trim there gave back blocks the parent had allocated again). */
 static int tier_count(hpcmem_large_t *tiers[HPCMEM_SEG_COUNT + 1]) {
   int n = 0;
   tiers[n++] = &_hpcmem_large;
   for (int i = HPCMEM_SEG_INTERLEAVED; i < HPCMEM_SEG_COUNT; i++)
-    if (__atomic_load_n(&_hpcmem_segs[i].state, __ATOMIC_ACQUIRE) == HPCMEM_SEG_READY)
+    if (__atomic_load_n(&_hpcmem_segs[i].state, __ATOMIC_ACQUIRE) == HPCMEM_SEG_READY && _hpcmem_seg_ready(i) == 0)
       tiers[n++] = &_hpcmem_segs[i].tier;
   return n;
 }
@@ -81,17 +90,21 @@ static struct mallinfo2 info_of(const struct gnu_totals *g) {
   return m;
 }
 
-EXPORT struct mallinfo2 mallinfo2(void) {
+static struct mallinfo2 info_now(void) {
   struct gnu_totals g;
   totals(&g);
   return info_of(&g);
 }
 
+#ifdef HAVE_STRUCT_MALLINFO2
+EXPORT struct mallinfo2 mallinfo2(void) { return info_now(); }
+#endif
+
 static int clamp_int(size_t v) { return v > INT_MAX ? INT_MAX : (int)v; }
 
 /* The int fields of the old interface saturate at INT_MAX (glibc's wrap). */
 EXPORT struct mallinfo mallinfo(void) {
-  struct mallinfo2 m2 = mallinfo2();
+  struct mallinfo2 m2 = info_now();
   struct mallinfo m;
   m.arena = clamp_int(m2.arena);
   m.ordblks = clamp_int(m2.ordblks);
@@ -115,7 +128,7 @@ EXPORT int malloc_trim(size_t pad) {
   (void)pad;
   if (!_hpcmem_ready) _hpcmem_init();
   hpcmem_tcache_t *t = _hpcmem_tc;
-  if (t != &_hpcmem_tcache_none && t->heap) _hpcmem_tcache_flush_all(t);
+  if (t != &_hpcmem_tcache_none && t->heap) _hpcmem_tcache_trim(t);
   uint64_t given = 0;
   for (unsigned i = 0; i < _hpcmem_heaps.count; i++) given += _hpcmem_heap_trim(&_hpcmem_heaps.heap[i]);
   hpcmem_large_t *tiers[HPCMEM_SEG_COUNT + 1];
@@ -149,9 +162,9 @@ EXPORT void malloc_stats(void) {
           "in use bytes     = %10zu\n"
           "max in use bytes = %10" PRIu64 "\n"
           "large blocks     = %10zu\n",
-          _hpcmem_heaps.count, _hpcmem_heaps.count == 1 ? "" : "s", m.arena, m.uordblks,
+          _hpcmem_heaps.count, _hpcmem_heaps.count == 1 ? "" : "s", g.small_mapped, m.uordblks,
           tier_count(tiers) > 1 ? "s (with the segments')" : "",
-          g.large_mapped, m.hblkhd, m.arena + g.large_mapped, m.uordblks + m.hblkhd, g.st.peak_bytes, m.hblks);
+          g.large_mapped, m.hblkhd, g.small_mapped + g.large_mapped, m.uordblks + m.hblkhd, g.st.peak_bytes, m.hblks);
   fprintf(stderr, "All statistics (hpcmem_stats):\n");
   hpcmem_stats_print(stderr, &g.st);
 }
@@ -167,6 +180,7 @@ EXPORT int malloc_info(int options, FILE *fp) {
   struct gnu_totals g;
   totals(&g);
   struct mallinfo2 m = info_of(&g);
+  uint64_t free_objs = 0, free_bytes = 0;
   fprintf(fp, "<malloc version=\"1\" allocator=\"libhpcmem\">\n");
   for (unsigned i = 0; i < _hpcmem_heaps.count; i++) {
     hpcmem_heap_t *h = &_hpcmem_heaps.heap[i];
@@ -186,6 +200,8 @@ EXPORT int malloc_info(int options, FILE *fp) {
                 "<system type=\"current\" size=\"%" PRIu64 "\"/>\n</heap>\n",
             objs, bytes, __atomic_load_n(&h->empty_bytes, __ATOMIC_RELAXED),
             __atomic_load_n(&h->mapped_bytes, __ATOMIC_RELAXED));
+    free_objs += objs;
+    free_bytes += bytes;
   }
   fprintf(fp, "<heap nr=\"%u\" kind=\"large\">\n<sizes>\n</sizes>\n"
               "<total type=\"free\" count=\"%zu\" size=\"%zu\"/>\n"
@@ -194,40 +210,47 @@ EXPORT int malloc_info(int options, FILE *fp) {
               "<system type=\"current\" size=\"%zu\"/>\n</heap>\n",
           _hpcmem_heaps.count, g.large_free_blocks, g.large_free, g.large_retained, g.large_blocks,
           g.large_live, g.large_mapped);
-  fprintf(fp, "<total type=\"in-use\" size=\"%zu\"/>\n"
+  /* glibc's totals (fast: fastbins; rest: free chunks; mmap: blocks mapped
+   * on their own), then libhpcmem's */
+  fprintf(fp, "<total type=\"fast\" count=\"0\" size=\"0\"/>\n"
+              "<total type=\"rest\" count=\"%" PRIu64 "\" size=\"%" PRIu64 "\"/>\n"
+              "<total type=\"mmap\" count=\"%zu\" size=\"%zu\"/>\n"
+              "<total type=\"in-use\" size=\"%zu\"/>\n"
               "<total type=\"retained\" size=\"%" PRIu64 "\"/>\n"
               "<total type=\"decayed\" size=\"%" PRIu64 "\"/>\n"
               "<system type=\"current\" size=\"%zu\"/>\n"
               "<system type=\"max\" size=\"%" PRIu64 "\"/>\n"
               "<aspace type=\"total\" size=\"%zu\"/>\n</malloc>\n",
-          m.uordblks + m.hblkhd, g.st.retained_bytes, g.st.decayed_bytes, m.arena + g.large_mapped,
-          g.st.peak_bytes, g.small_mapped + g.large_mapped);
+          free_objs + g.large_free_blocks, free_bytes + g.large_free, m.hblks, m.hblkhd, m.uordblks + m.hblkhd,
+          g.st.retained_bytes, g.st.decayed_bytes, g.small_mapped + g.large_mapped, g.st.peak_bytes,
+          g.small_mapped + g.large_mapped);
   return ferror(fp) ? -1 : 0;
 }
 
-/* glibc's parameters are taken with glibc's checks (1 accepted, 0 refused),
- * but libhpcmem has no fastbins, no heap top, no per-block mmap and no
- * arenas to tune: what they set is chosen by the HPCMEM_* options at start
- * (docs/allocator.md has the table).  HPCMEM_VERBOSE says so per call.
- * M_PERTURB, a fill byte libhpcmem does not write, is refused unless 0, and
- * so is a parameter glibc does not know. */
+/* glibc 2.36 takes every parameter (M_MXFAST only up to 160) and returns 1,
+ * and programs check that (a threshold that "failed" to be set is an error
+ * for some): so does libhpcmem, but none has an effect -- it has no
+ * fastbins, no heap top, no block mapped on its own, no arenas to tune; the
+ * HPCMEM_* options set at start decide instead (docs/allocator.md has the
+ * table).  HPCMEM_VERBOSE says so per call.  A parameter glibc does not name
+ * in malloc.h is refused (0). */
 EXPORT int mallopt(int param, int value) {
   const char *name, *instead;
   int ok = 1;
   if (!_hpcmem_ready) _hpcmem_init();
   switch (param) {
   case M_MXFAST: name = "M_MXFAST"; instead = "thread caches serve small sizes"; ok = value >= 0 && value <= 160; break;
-  case M_TRIM_THRESHOLD: name = "M_TRIM_THRESHOLD"; instead = "HPCMEM_DECAY_MS"; break;
+  case M_NLBLKS: name = "M_NLBLKS"; instead = "unused by glibc too"; break;
+  case M_GRAIN: name = "M_GRAIN"; instead = "unused by glibc too"; break;
+  case M_KEEP: name = "M_KEEP"; instead = "unused by glibc too"; break;
+  case M_TRIM_THRESHOLD: name = "M_TRIM_THRESHOLD"; instead = "HPCMEM_DECAY_MS, malloc_trim"; break;
   case M_TOP_PAD: name = "M_TOP_PAD"; instead = "no heap top"; break;
-  case M_MMAP_THRESHOLD:
-    name = "M_MMAP_THRESHOLD"; instead = "HPCMEM_LARGE_THRESHOLD";
-    ok = (unsigned)value <= (32u << 20);
-    break;
+  case M_MMAP_THRESHOLD: name = "M_MMAP_THRESHOLD"; instead = "HPCMEM_LARGE_THRESHOLD"; break;
   case M_MMAP_MAX: name = "M_MMAP_MAX"; instead = "no block has a mapping of its own"; break;
   case M_CHECK_ACTION: name = "M_CHECK_ACTION"; instead = "HPCMEM_ON_ERROR"; break;
-  case M_PERTURB: name = "M_PERTURB"; instead = "freed memory is not filled"; ok = value == 0; break;
-  case M_ARENA_TEST: name = "M_ARENA_TEST"; instead = "HPCMEM_HEAPS"; ok = value > 0; break;
-  case M_ARENA_MAX: name = "M_ARENA_MAX"; instead = "HPCMEM_HEAPS"; ok = value > 0; break;
+  case M_PERTURB: name = "M_PERTURB"; instead = "memory is not filled"; break;
+  case M_ARENA_TEST: name = "M_ARENA_TEST"; instead = "HPCMEM_HEAPS"; break;
+  case M_ARENA_MAX: name = "M_ARENA_MAX"; instead = "HPCMEM_HEAPS"; break;
   default:
     if (_hpcmem_opt(VERBOSE)) _hpcmem_info("mallopt(%d, %d): no such parameter; refused", param, value);
     return 0;

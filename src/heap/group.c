@@ -265,27 +265,34 @@ static void span_release(hpcmem_heap_t *h, hpcmem_span_t *s) {
 /* Release kept spans, oldest first, until they fit the budget again: the
  * budget shrinks as the heap empties, and spans kept while it was full
  * would stay (a thread that freed 8 MiB kept 2 MiB of it).  all (malloc_trim):
- * every kept span goes, a class's last one too. */
-static void kept_release(hpcmem_heap_t *h, int all) {
+ * every kept span goes, a class's last one too.  Returns the bytes given
+ * back (spans, and pages beyond a span's carving). */
+static uint64_t kept_release(hpcmem_heap_t *h, int all) {
   hpcmem_span_t *s;
+  uint64_t given = 0;
   while ((all || h->empty_bytes + h->dirty_bytes > empty_budget(h)) && (s = h->kept_head) != NULL) {
     h->kept_head = s->kept_next;
     if (!h->kept_head) h->kept_tail = NULL;
     s->on_kept_list = 0;
     if (!s->kept) {                         /* in use again since it was queued */
       uint64_t tail = dirty_tail(s);
-      if (tail) _hpcmem_prim_decommit(s->start + s->dirty - tail, tail);
+      if (tail && !(all && !s->used)) {     /* (an empty one goes back whole: the trim's next step) */
+        _hpcmem_prim_decommit(s->start + s->dirty - tail, tail);
+        given += tail;
+      }
       dirty_clear(h, s);
       continue;
     }
     s->kept = 0;
     h->empty_bytes -= span_bytes(s);
     if (!all && span_is_last(h, s)) continue;   /* a class's last span stays, uncounted */
+    given += span_bytes(s);
     span_release(h, s);
   }
+  return given;
 }
 
-static void kept_trim(hpcmem_heap_t *h) { kept_release(h, 0); }
+static void kept_trim(hpcmem_heap_t *h) { (void)kept_release(h, 0); }
 
 /* s just became empty: it is kept (a class's last span always, others within
  * the budget above); kept spans beyond the budget go back to the tree. */
@@ -651,18 +658,20 @@ int _hpcmem_heap_run_free(hpcmem_span_t *s, void *p) {
 
 uint64_t _hpcmem_heap_trim(hpcmem_heap_t *h) {
   _hpcmem_lock_st(&h->lock);
-  if (__atomic_load_n(&h->pending, __ATOMIC_RELAXED)) collect_remote(h);
-  uint64_t before = h->mapped_bytes + h->dirty_bytes;
-  kept_release(h, 1);              /* empties the queue: no span left on it may be released twice */
+  uint64_t mapped = h->mapped_bytes;
+  if (__atomic_load_n(&h->pending, __ATOMIC_RELAXED)) collect_remote(h);   /* may release spans */
+  uint64_t given = mapped - h->mapped_bytes;
+  given += kept_release(h, 1);     /* empties the queue: no span left on it may be released twice */
   for (unsigned c = 1; c < HPCMEM_NCLASSES; c++) {
     hpcmem_span_t *lists[2] = {h->partial[c], h->fresh[c]};
     for (unsigned l = 0; l < 2; l++)
       for (hpcmem_span_t *s = lists[l], *next; s; s = next) {
         next = s->next;
-        if (!s->used) span_release(h, s);   /* a class's last span, never kept */
+        if (s->used) continue;
+        given += span_bytes(s);     /* a class's last span, never kept */
+        span_release(h, s);
       }
   }
-  uint64_t given = before - (h->mapped_bytes + h->dirty_bytes);
   _hpcmem_unlock_st(&h->lock);
   return given;
 }
