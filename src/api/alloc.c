@@ -213,8 +213,11 @@ static int from_system(const void *p) {
 /* ------------------------------------------------------------------ */
 /* allocation                                                           */
 
+/* The class of n bytes aligned to align; 0 when none serves it (above the
+ * largest class: a run of the group heap, where HPCMEM_LARGE_THRESHOLD is
+ * above the classes). */
 static inline unsigned class_for(size_t n, size_t align) {
-  if (align <= 16) return _hpcmem_size_class(n ? n : 1);
+  if (align <= 16) return n <= HPCMEM_SMALL_MAX ? _hpcmem_size_class(n ? n : 1) : 0;
   size_t m = (n + align - 1) & ~(align - 1);
   if (m < align) m = align;
   if (m > HPCMEM_SMALL_MAX) return 0;

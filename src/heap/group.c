@@ -255,29 +255,45 @@ static uint64_t empty_budget(const hpcmem_heap_t *h) {
   return quarter < EMPTY_MIN ? EMPTY_MIN : quarter > EMPTY_MAX ? EMPTY_MAX : quarter;
 }
 
+/* An empty span (used == 0) off its class's lists and back to the tree. */
+static void span_release(hpcmem_heap_t *h, hpcmem_span_t *s) {
+  list_remove(h, s);
+  h->free_small_bytes -= (uint64_t)(s->bump - hole_n(s)) * s->obj_size;   /* used == 0: the rest is free */
+  run_release(h, s);
+}
+
 /* Release kept spans, oldest first, until they fit the budget again: the
  * budget shrinks as the heap empties, and spans kept while it was full
- * would stay (a thread that freed 8 MiB kept 2 MiB of it). */
-static void kept_trim(hpcmem_heap_t *h) {
+ * would stay (a thread that freed 8 MiB kept 2 MiB of it).  all (malloc_trim):
+ * every kept span goes, a class's last one too.  Returns the bytes given
+ * back (spans, and pages beyond a span's carving).  Inlined: kept_trim's copy,
+ * on the free path, is without the trim's part. */
+static inline __attribute__((always_inline)) uint64_t kept_release(hpcmem_heap_t *h, int all) {
   hpcmem_span_t *s;
-  while (h->empty_bytes + h->dirty_bytes > empty_budget(h) && (s = h->kept_head) != NULL) {
+  uint64_t given = 0;
+  while ((all || h->empty_bytes + h->dirty_bytes > empty_budget(h)) && (s = h->kept_head) != NULL) {
     h->kept_head = s->kept_next;
     if (!h->kept_head) h->kept_tail = NULL;
     s->on_kept_list = 0;
     if (!s->kept) {                         /* in use again since it was queued */
       uint64_t tail = dirty_tail(s);
-      if (tail) _hpcmem_prim_decommit(s->start + s->dirty - tail, tail);
+      if (tail && !(all && !s->used)) {     /* (an empty one goes back whole: the trim's next step) */
+        _hpcmem_prim_decommit(s->start + s->dirty - tail, tail);
+        given += tail;
+      }
       dirty_clear(h, s);
       continue;
     }
     s->kept = 0;
     h->empty_bytes -= span_bytes(s);
-    if (span_is_last(h, s)) continue;       /* a class's last span stays, uncounted */
-    list_remove(h, s);
-    h->free_small_bytes -= (uint64_t)(s->bump - hole_n(s)) * s->obj_size;   /* used == 0: the rest is free */
-    run_release(h, s);
+    if (!all && span_is_last(h, s)) continue;   /* a class's last span stays, uncounted */
+    given += span_bytes(s);
+    span_release(h, s);
   }
+  return given;
 }
+
+static void kept_trim(hpcmem_heap_t *h) { (void)kept_release(h, 0); }
 
 /* s just became empty: it is kept (a class's last span always, others within
  * the budget above); kept spans beyond the budget go back to the tree. */
@@ -637,6 +653,36 @@ int _hpcmem_heap_run_free(hpcmem_span_t *s, void *p) {
   run_release(h, s);
   _hpcmem_unlock_st(&h->lock);
   return 0;
+}
+
+/* ---- malloc_trim ---- */
+
+uint64_t _hpcmem_heap_trim(hpcmem_heap_t *h) {
+  _hpcmem_lock_st(&h->lock);
+  uint64_t mapped = h->mapped_bytes;
+  if (__atomic_load_n(&h->pending, __ATOMIC_RELAXED)) collect_remote(h);   /* may release spans */
+  uint64_t given = mapped - h->mapped_bytes;
+  given += kept_release(h, 1);     /* empties the queue: no span left on it may be released twice */
+  for (unsigned c = 1; c < HPCMEM_NCLASSES; c++) {
+    hpcmem_span_t *lists[2] = {h->partial[c], h->fresh[c]};
+    for (unsigned l = 0; l < 2; l++)
+      for (hpcmem_span_t *s = lists[l], *next; s; s = next) {
+        next = s->next;
+        if (s->used) continue;
+        given += span_bytes(s);     /* a class's last span, never kept */
+        span_release(h, s);
+      }
+  }
+  _hpcmem_unlock_st(&h->lock);
+  return given;
+}
+
+uint64_t _hpcmem_heap_free_objects(hpcmem_heap_t *h, unsigned cls) {
+  uint64_t n = 0;
+  _hpcmem_lock_st(&h->lock);
+  for (const hpcmem_span_t *s = h->partial[cls]; s; s = s->next) n += s->bump - s->used - hole_n(s);
+  _hpcmem_unlock_st(&h->lock);
+  return n;
 }
 
 /* ---- checks and fork ---- */

@@ -206,6 +206,16 @@ extern HPCMEM_HIDDEN uint64_t _hpcmem_free_key;
 void *_hpcmem_heap_run_alloc(hpcmem_heap_t *h, size_t size, size_t align);
 int _hpcmem_heap_run_free(hpcmem_span_t *s, void *p);
 
+/* malloc_trim: every empty span of h goes back to the tree and its pages to
+ * the system (a class's last span too, which the heap otherwise keeps warm),
+ * and so do pages other classes touched beyond a span's carving.  Objects in
+ * thread caches are not the heap's: the caller flushes its own first.
+ * Returns the bytes of spans given back. */
+uint64_t _hpcmem_heap_trim(hpcmem_heap_t *h);
+
+/* Free objects of class cls on h's spans' free lists (malloc_info). */
+uint64_t _hpcmem_heap_free_objects(hpcmem_heap_t *h, unsigned cls);
+
 /* Invariants of one heap (tree, page map, span counts): 0 or -EFAULT. */
 int _hpcmem_heap_check(hpcmem_heap_t *h);
 void _hpcmem_heaps_fork_prepare(void);

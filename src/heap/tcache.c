@@ -319,6 +319,11 @@ void _hpcmem_tcache_flush_all(hpcmem_tcache_t *t) {
   }
 }
 
+void _hpcmem_tcache_trim(hpcmem_tcache_t *t) {
+  _hpcmem_tcache_flush_all(t);
+  for (unsigned c = 1; c < HPCMEM_NCLASSES; c++) t->bin[c].max = bin_start(c);
+}
+
 void _hpcmem_tcache_retire(hpcmem_tcache_t *t) {
   _hpcmem_lock(&registry_lock);
   if (t->late_tid) {

@@ -206,6 +206,9 @@ void _hpcmem_tcache_flush(hpcmem_tcache_t *t, unsigned cls);
 void _hpcmem_tcache_flush_all(hpcmem_tcache_t *t);
 /* The pending free (see pend) into its bin; flush_all does it first. */
 void _hpcmem_tcache_pend_flush(hpcmem_tcache_t *t);
+/* malloc_trim: flush_all, and every bin starts small again (the next
+ * refills do not take back at once what the trim gave). */
+void _hpcmem_tcache_trim(hpcmem_tcache_t *t);
 /* The thread of t exited (after _hpcmem_tcache_flush_all): t may go to another thread. */
 void _hpcmem_tcache_retire(hpcmem_tcache_t *t);
 /* t was made for the calling thread after its exit hook ran (another

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <fstream>
 #include <string>
@@ -381,4 +382,52 @@ TEST(operator_new, throws_bad_alloc) {
   char *volatile keep = nullptr;
   EXPECT_THROW({ keep = new char[huge]; }, std::bad_alloc);
   EXPECT_EQ(keep, nullptr);
+}
+
+// HPCMEM_LARGE_THRESHOLD may be set above the largest size class (128 KiB):
+// the sizes between are runs of the group heaps.  They were looked up as a
+// size class past the last one (a crash in calloc of 300,000 bytes).  The
+// test runs itself again with the threshold at 1 MiB.
+TEST(malloc, serves_sizes_between_the_largest_class_and_a_raised_threshold) {
+  const char *set = getenv("HPCMEM_LARGE_THRESHOLD");
+  if (!set) {
+    char exe[4096];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    ASSERT_GT(len, 0);
+    exe[len] = 0;
+    pid_t pid = fork();
+    if (pid == 0) {
+      setenv("HPCMEM_LARGE_THRESHOLD", "1M", 1);
+      execl(exe, exe, "--gtest_filter=malloc.serves_sizes_between_the_largest_class_and_a_raised_threshold",
+            (char *)nullptr);
+      _exit(127);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "with HPCMEM_LARGE_THRESHOLD=1M: " << (WIFSIGNALED(status) ? "killed by signal " : "exit ")
+        << (WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    return;
+  }
+  ASSERT_STREQ(set, "1M");
+  const size_t sizes[] = {(128 << 10) + 1, 200000, 300000, 600000, (1 << 20) - 1, 1 << 20};
+  for (size_t n : sizes) {
+    unsigned char *p = (unsigned char *)malloc(n);
+    ASSERT_NE(p, nullptr) << n;
+    ASSERT_GE(malloc_usable_size(p), n);
+    fill_check(p, n, 0x11);
+    unsigned char *z = (unsigned char *)calloc(1, n);
+    ASSERT_NE(z, nullptr) << n;
+    for (size_t i = 0; i < n; i += 509) ASSERT_EQ(z[i], 0) << n;
+    unsigned char *r = (unsigned char *)realloc(p, n + 100000);
+    ASSERT_NE(r, nullptr) << n;
+    for (size_t i = 0; i < n; i += 509) ASSERT_EQ(r[i], 0x11) << n;
+    void *a = nullptr;
+    ASSERT_EQ(posix_memalign(&a, 4096, n), 0) << n;
+    ASSERT_TRUE(aligned(a, 4096));
+    free(a);
+    free(z);
+    free(r);
+  }
+  EXPECT_EQ(hpcmem_check(), 0);
 }

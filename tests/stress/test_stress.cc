@@ -75,46 +75,87 @@ TEST(stress, single_thread_checked_after_every_operation) {
   EXPECT_EQ(hpcmem_check(), 0);
 }
 
-TEST(stress, threads_with_cross_thread_frees) {
-  const int kThreads = 8, kOps = 40000;
+// kThreads threads allocate, free their own blocks and each other's
+// (through `shared`), verifying contents before every free; while
+// `during` runs on the calling thread.
+struct CrossFrees {
   std::mutex mu;
   std::vector<Block> shared;          // blocks any thread may free
   std::atomic<int> corrupt{0};
-  std::vector<std::thread> ts;
-  for (int t = 0; t < kThreads; t++)
-    ts.emplace_back([&, t] {
-      std::mt19937_64 rng((uint64_t)t + 100);
-      std::vector<Block> mine;
-      for (int i = 0; i < kOps; i++) {
-        unsigned r = (unsigned)(rng() % 10);
-        if (r < 4) mine.push_back(make(rng));
-        else if (r < 6 && !mine.empty()) {
-          std::lock_guard<std::mutex> g(mu);
-          shared.push_back(mine.back());
-          mine.pop_back();
-        } else if (r < 8) {
-          Block b{nullptr, 0, 0};
-          {
-            std::lock_guard<std::mutex> g(mu);
-            if (!shared.empty()) { size_t k = rng() % shared.size(); b = shared[k]; shared[k] = shared.back(); shared.pop_back(); }
-          }
-          if (b.p) { if (!intact(b)) corrupt++; free(b.p); }
-        } else if (!mine.empty()) {
-          size_t k = rng() % mine.size();
-          if (!intact(mine[k])) corrupt++;
-          free(mine[k].p);
-          mine[k] = mine.back();
-          mine.pop_back();
-        }
-        if (i % 5000 == 0 && hpcmem_check() != 0) corrupt += 1000;
+
+  // drain > 0: every drain operations the thread frees all its blocks and
+  // trims (spans empty out, under the other threads' refills)
+  void worker(int t, int ops, int drain) {
+    std::mt19937_64 rng((uint64_t)t + 100);
+    std::vector<Block> mine;
+    for (int i = 0; i < ops; i++) {
+      if (drain && i % drain == drain - 1) {
+        for (auto &b : mine) { if (!intact(b)) corrupt++; free(b.p); }
+        mine.clear();
+        malloc_trim(0);                 // its cache too, while the others work
       }
-      for (auto &b : mine) { if (!intact(b)) corrupt++; free(b.p); }
-    });
-  for (auto &t : ts) t.join();
-  for (auto &b : shared) { EXPECT_TRUE(intact(b)); free(b.p); }
-  EXPECT_EQ(corrupt.load(), 0);
-  EXPECT_EQ(hpcmem_check(), 0);
-  hpcmem_stats_t s;
-  hpcmem_stats(&s);
-  EXPECT_EQ(s.error_count, 0u);
+      unsigned r = (unsigned)(rng() % 10);
+      if (r < 4) mine.push_back(make(rng));
+      else if (r < 6 && !mine.empty()) {
+        std::lock_guard<std::mutex> g(mu);
+        shared.push_back(mine.back());
+        mine.pop_back();
+      } else if (r < 8) {
+        Block b{nullptr, 0, 0};
+        {
+          std::lock_guard<std::mutex> g(mu);
+          if (!shared.empty()) { size_t k = rng() % shared.size(); b = shared[k]; shared[k] = shared.back(); shared.pop_back(); }
+        }
+        if (b.p) { if (!intact(b)) corrupt++; free(b.p); }
+      } else if (!mine.empty()) {
+        size_t k = rng() % mine.size();
+        if (!intact(mine[k])) corrupt++;
+        free(mine[k].p);
+        mine[k] = mine.back();
+        mine.pop_back();
+      }
+      if (i % 5000 == 0 && hpcmem_check() != 0) corrupt += 1000;
+    }
+    for (auto &b : mine) { if (!intact(b)) corrupt++; free(b.p); }
+  }
+
+  template <class F> void run(int threads, int ops, int drain, F during) {
+    std::vector<std::thread> ts;
+    std::atomic<int> running{threads};
+    for (int t = 0; t < threads; t++) ts.emplace_back([&, t] { worker(t, ops, drain); running--; });
+    during(running);
+    for (auto &t : ts) t.join();
+    for (auto &b : shared) { EXPECT_TRUE(intact(b)); free(b.p); }
+    EXPECT_EQ(corrupt.load(), 0);
+    EXPECT_EQ(hpcmem_check(), 0);
+    hpcmem_stats_t s;
+    hpcmem_stats(&s);
+    EXPECT_EQ(s.error_count, 0u);
+  }
+};
+
+TEST(stress, threads_with_cross_thread_frees) {
+  CrossFrees c;
+  c.run(8, 40000, 0, [](std::atomic<int> &) {});
+}
+
+// malloc_trim empties spans and gives back large pages under threads that
+// are refilling from the same heaps; mallinfo2 and malloc_info read them.
+TEST(stress, threads_while_another_thread_trims) {
+  CrossFrees c;
+  FILE *null = fopen("/dev/null", "w");
+  ASSERT_NE(null, nullptr);
+  unsigned trims = 0, gave = 0;
+  c.run(6, 30000, 1000, [&](std::atomic<int> &running) {
+    while (running.load() > 0) {
+      gave += malloc_trim(0);
+      struct mallinfo2 m = mallinfo2();
+      EXPECT_EQ(m.arena, m.uordblks + m.fordblks);
+      if (++trims % 8 == 0) {
+        EXPECT_EQ(malloc_info(0, null), 0);
+      }
+    }
+  });
+  fclose(null);
+  EXPECT_GT(gave, 0u) << "of " << trims << " trims";
 }

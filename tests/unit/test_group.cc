@@ -2,8 +2,11 @@
 #include <gtest/gtest.h>
 #include <malloc.h>
 #include <stdlib.h>
+#include <string.h>
+#include <vector>
 extern "C" {
 #include "heap/group.h"
+#include "heap/tcache.h"
 #include "hpcmem.h"
 }
 
@@ -87,4 +90,71 @@ TEST(_hpcmem_span_of, runs_smaller_and_larger_than_a_chunk) {
   free(big);
   EXPECT_EQ(_hpcmem_span_of(big), nullptr);
   EXPECT_EQ(hpcmem_check(), 0);
+}
+
+// The thread's cache gives its objects (and its fresh ranges) back to the spans.
+static void flush_my_cache() {
+  free(malloc(1));                               // the thread has a cache
+  ASSERT_NE(_hpcmem_tc->heap, nullptr);
+  _hpcmem_tcache_flush_all(_hpcmem_tc);
+}
+
+// malloc_trim's part in a heap: empty spans go back to the tree (a class's
+// last one too), spans with a live object stay as they are.
+TEST(_hpcmem_heap_trim, releases_every_empty_span_and_keeps_used_ones) {
+  const size_t size = 5000;                      // a class nothing else here uses
+  std::vector<unsigned char *> v;
+  for (int i = 0; i < 200; i++) {
+    unsigned char *p = (unsigned char *)malloc(size);
+    memset(p, i, size);
+    v.push_back(p);
+  }
+  hpcmem_span_t *first = _hpcmem_span_of(v.front()), *last = _hpcmem_span_of(v.back());
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(first, last);                        // 200 objects of 5 KiB take more than one span
+  hpcmem_heap_t *h = &_hpcmem_heaps.heap[first->heap];
+  for (size_t i = 0; i + 1 < v.size(); i++)
+    if (_hpcmem_span_of(v[i]) != last) { free(v[i]); v[i] = nullptr; }
+  flush_my_cache();
+  ASSERT_EQ(first->used, 0u);                    // empty now: kept, or its class's last span
+  uint64_t mapped = h->mapped_bytes;
+  uint64_t given = _hpcmem_heap_trim(h);
+  EXPECT_GE(given, (uint64_t)1 << (first->order + _hpcmem_heaps.block_shift));
+  EXPECT_EQ(mapped - h->mapped_bytes, given);
+  EXPECT_EQ(h->empty_bytes, 0u);
+  EXPECT_EQ(_hpcmem_span_of(v.front()), nullptr);  // its run is back in the tree
+  EXPECT_EQ(_hpcmem_span_of(v.back()), last);     // in use: stays
+  EXPECT_GT(last->used, 0u);
+  for (size_t i = 0; i < v.size(); i++)
+    if (v[i]) {
+      ASSERT_EQ(v[i][0], (unsigned char)i);
+      ASSERT_EQ(v[i][size - 1], (unsigned char)i);
+    }
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+  EXPECT_EQ(_hpcmem_heap_trim(h), 0u);           // nothing more to give
+  for (unsigned char *p : v) free(p);
+  flush_my_cache();
+  ASSERT_EQ(last->used, 0u);                     // the class's last span, empty: the heap keeps it ...
+  EXPECT_EQ(_hpcmem_span_of(v.back()), last);
+  EXPECT_GE(_hpcmem_heap_trim(h), (uint64_t)1 << (last->order + _hpcmem_heaps.block_shift));
+  EXPECT_EQ(_hpcmem_span_of(v.back()), nullptr); // ... but not through a trim
+  void *again = malloc(size);                    // the class starts over on a new span
+  ASSERT_NE(again, nullptr);
+  memset(again, 1, size);
+  free(again);
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+}
+
+TEST(_hpcmem_heap_free_objects, counts_the_objects_on_the_spans_free_lists) {
+  const size_t size = 2900;                      // a class of its own here
+  unsigned cls = _hpcmem_size_class(size);
+  std::vector<void *> v;
+  for (int i = 0; i < 300; i++) v.push_back(malloc(size));
+  flush_my_cache();                              // the bin's fresh range goes back unwritten
+  hpcmem_heap_t *h = &_hpcmem_heaps.heap[_hpcmem_span_of(v[0])->heap];
+  uint64_t before = _hpcmem_heap_free_objects(h, cls);
+  for (size_t i = 0; i < v.size(); i += 3) { free(v[i]); v[i] = nullptr; }
+  flush_my_cache();
+  EXPECT_EQ(_hpcmem_heap_free_objects(h, cls), before + 100);
+  for (void *p : v) free(p);
 }

@@ -860,3 +860,31 @@ TEST(_hpcmem_tcache_fork_child, other_threads_caches_are_dropped_unread) {
   EXPECT_EQ(hpcmem_check(), 0);
 }
 
+
+// malloc_trim's part in a thread's cache: every bin empty (the objects back
+// on their spans, the fresh range uncarved) and starting small again.
+TEST(_hpcmem_tcache_trim, empties_the_bins_and_starts_them_small) {
+  size_t size = 1536;                                   // a class only this test uses
+  unsigned cls = _hpcmem_size_class(size);
+  std::thread([&] {
+    free(malloc(size));
+    unsigned start = _hpcmem_tc->bin[cls].max;          // a new thread's room for the class
+    unsigned grown = churned_room(size);
+    EXPECT_GT(grown, start);
+    hpcmem_bin_t *b = &_hpcmem_tc->bin[cls];
+    EXPECT_GT(b->count + b->nfresh + (b->slot != nullptr), 0u);
+    _hpcmem_tcache_trim(_hpcmem_tc);
+    for (unsigned c = 1; c < HPCMEM_NCLASSES; c++) {
+      hpcmem_bin_t *x = &_hpcmem_tc->bin[c];
+      EXPECT_EQ(x->count, 0u) << c;
+      EXPECT_EQ(x->nfresh, 0u) << c;
+      EXPECT_EQ(x->slot, nullptr) << c;
+    }
+    EXPECT_EQ(b->max, start);
+    void *p = malloc(size);                             // and the cache goes on
+    ASSERT_NE(p, nullptr);
+    memset(p, 1, size);
+    free(p);
+    EXPECT_EQ(hpcmem_check(), 0);
+  }).join();
+}
