@@ -96,10 +96,10 @@ if [ "$(cat "$tmp/off.rc")" = 0 ] && [ -z "$(ls "$tmp/off")" ] && ! grep -q '^li
 else fail off "exit $(cat "$tmp/off.rc"), files: $(ls "$tmp/off"), stderr: $(head -3 "$tmp/off.err")"; fi
 
 # --- one rank that allocates nothing itself: the job's peak is within the
-# rank's high-water mark.  The
-# report's first query of the memory classes reads the machine with hwloc,
-# which allocates; made after the statistics' snapshot, it put the job's peak
-# above the sum of the ranks' marks (22 KB with one rank).
+# rank's high-water mark.  The report's first query of the memory classes
+# reads the machine with hwloc, which allocates; made after the statistics'
+# snapshot, it put the job's peak above the sum of the ranks' marks (22 KB
+# with one rank).
 mkdir -p "$tmp/one"
 HPCMEM_REPORT=summary HPCMEM_REPORT_DIR="$tmp/one" "$top_builddir/tests/run-mpi.sh" 1 "$prog" overlap 0 \
   > "$tmp/one.out" 2> "$tmp/one.err"
