@@ -5,12 +5,14 @@
  * the timeline live in static storage. */
 #include "config.h"
 #include "report.h"
+#include "prim/prim.h"
 #include "util/job.h"
 #include "util/options.h"
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 hpcmem_report_state_t _hpcmem_report_state;
@@ -41,7 +43,25 @@ __attribute__((visibility("default"))) int hpcmem_report_mode(int mode) {
 }
 
 int _hpcmem_report_claim(void) {
-  return __atomic_exchange_n(&_hpcmem_report_state.done, 1, __ATOMIC_ACQ_REL) == 0;
+  int v = __atomic_load_n(&_hpcmem_report_state.done, __ATOMIC_ACQUIRE);
+  while (v != 1)
+    if (__atomic_compare_exchange_n(&_hpcmem_report_state.done, &v, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+      return 1;
+  return 0;
+}
+
+void _hpcmem_report_writing(sigset_t *old) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, old);
+  __atomic_store_n(&_hpcmem_report_state.writer, _hpcmem_prim_gettid(), __ATOMIC_RELEASE);
+}
+
+void _hpcmem_report_written(const sigset_t *old) {
+  __atomic_store_n(&_hpcmem_report_state.writer, 0, __ATOMIC_RELEASE);
+  pthread_sigmask(SIG_SETMASK, old, NULL);   /* a SIGTERM that came meanwhile is taken now */
 }
 
 void _hpcmem_report_local(const char *source, int sig) {
@@ -53,6 +73,8 @@ void _hpcmem_report_local(const char *source, int sig) {
   int mode = _hpcmem_report_mode_local();
   if (mode == HPCMEM_REPORT_OFF) return;
   if (!_hpcmem_report_claim()) return;
+  sigset_t old;
+  _hpcmem_report_writing(&old);
   if (!_hpcmem_job.jobid[0]) _hpcmem_job_init();
 
   int mpi = s->mpi_started;
@@ -94,6 +116,7 @@ void _hpcmem_report_local(const char *source, int sig) {
   r.origin_ns = origin;
   if (r.mode == HPCMEM_REPORT_FULL) r.nsamples = _hpcmem_rec_timeline(&r.samples);
   _hpcmem_report_emit(&r, 1);
+  _hpcmem_report_written(&old);
 }
 
 /* ------------------------------------------------------------------ */
@@ -129,6 +152,15 @@ static void on_fatal(int sig, siginfo_t *info, void *ctx) {
   sigaction(SIGALRM, &wd, &old_wd);
   unsigned pending_alarm = alarm(5);
   _hpcmem_report_local("signal", sig);
+  /* Another thread is writing the report (the exit path's summary, the job
+   * report): dying now would cut it off.  Wait for it, up to 2 s. */
+  int me = _hpcmem_prim_gettid();
+  for (int i = 0; i < 2000; i++) {
+    int w = __atomic_load_n(&_hpcmem_report_state.writer, __ATOMIC_ACQUIRE);
+    if (!w || w == me) break;
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+  }
   alarm(pending_alarm);
   sigaction(SIGALRM, &old_wd, NULL);
   for (size_t i = 0; i < NCAUGHT; i++) {

@@ -285,6 +285,11 @@ static int gather_and_emit(work_t *w) {
       rc = PMPI_Gather(w->node_bins, HPCMEM_REPORT_BINS, MPI_UINT64_T, node_bins,
                        HPCMEM_REPORT_BINS, MPI_UINT64_T, 0, L.leaders);
   }
+  /* the collectives are over: from here a signal waits for the report
+   * (unless a signal handler wrote the rank's summary meanwhile) */
+  sigset_t old;
+  int mine = _hpcmem_report_claim();
+  if (mine) _hpcmem_report_writing(&old);
   if (rc == MPI_SUCCESS && L.rank == 0) {
     hpcmem_report_t r;
     memset(&r, 0, sizeof r);
@@ -311,6 +316,7 @@ static int gather_and_emit(work_t *w) {
     r.origin_ns = _hpcmem_report_state.origin_ns;
     _hpcmem_report_emit(&r, 1);
   }
+  if (mine) _hpcmem_report_written(&old);
   free(recs);
   free(nodes);
   free(node_bins);
@@ -321,10 +327,13 @@ void _hpcmem_mpi_finish(void) {
   if (_hpcmem_trace_enabled) _hpcmem_trace_flush_all(HMT_FLUSH_FINALIZE);
   if (!L.started) return;
   L.started = 0;
-  /* claimed whatever the answer: a rank whose summary a signal handler
+  /* Taken whatever the answer: a rank whose summary a signal handler
    * already wrote (and whose program carried on) must still take part in
-   * the collectives, or the other ranks would wait for it forever */
-  _hpcmem_report_claim();
+   * the collectives, or the other ranks would wait for it forever.  While
+   * they run (2), a fatal signal may still write the rank's summary: they
+   * may never end (another rank died, mpirun sends SIGTERM). */
+  int none = 0;
+  __atomic_compare_exchange_n(&_hpcmem_report_state.done, &none, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
   if (L.mode != HPCMEM_REPORT_OFF) {
     /* static: the snapshot below must come before any allocation of ours,
      * and the work area (~30 KiB) is no business of the application's stack */
@@ -336,6 +345,7 @@ void _hpcmem_mpi_finish(void) {
     if (rc == MPI_SUCCESS) rc = gather_and_emit(&w);
     if (rc != MPI_SUCCESS) _hpcmem_warn("memory report failed (MPI error %d)", rc);
   }
+  _hpcmem_report_claim();       /* the report is over (or off) */
   _hpcmem_place_share_stop();   /* collective on the node communicator: before free_all */
   free_all();
 }
