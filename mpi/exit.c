@@ -11,8 +11,8 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <poll.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 hpcmem_report_state_t _hpcmem_report_state;
@@ -64,6 +64,34 @@ void _hpcmem_report_written(const sigset_t *old) {
   pthread_sigmask(SIG_SETMASK, old, NULL);   /* a SIGTERM that came meanwhile is taken now */
 }
 
+/* The writer's slot first, then the claim: whoever finds the report
+ * claimed also finds its writer (a signal handler, the exit path) and can
+ * wait for it. */
+int _hpcmem_report_take(sigset_t *old) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, old);
+  int none = 0;
+  if (__atomic_compare_exchange_n(&_hpcmem_report_state.writer, &none, _hpcmem_prim_gettid(), 0,
+                                  __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    if (_hpcmem_report_claim()) return 1;
+    __atomic_store_n(&_hpcmem_report_state.writer, 0, __ATOMIC_RELEASE);
+  }
+  pthread_sigmask(SIG_SETMASK, old, NULL);
+  return 0;
+}
+
+void _hpcmem_report_wait_writer(void) {
+  int me = _hpcmem_prim_gettid();
+  for (int i = 0; i < 2000; i++) {
+    int w = __atomic_load_n(&_hpcmem_report_state.writer, __ATOMIC_ACQUIRE);
+    if (!w || w == me) return;
+    poll(NULL, 0, 1);
+  }
+}
+
 void _hpcmem_report_local(const char *source, int sig) {
   static hpcmem_rec_t rec;
   static hpcmem_agg_t agg[HPCMEM_REC_NFIELDS];
@@ -72,9 +100,11 @@ void _hpcmem_report_local(const char *source, int sig) {
 
   int mode = _hpcmem_report_mode_local();
   if (mode == HPCMEM_REPORT_OFF) return;
-  if (!_hpcmem_report_claim()) return;
   sigset_t old;
-  _hpcmem_report_writing(&old);
+  if (!_hpcmem_report_take(&old)) {
+    _hpcmem_report_wait_writer();    /* another thread writes it: the exit or the abort waits */
+    return;
+  }
   if (!_hpcmem_job.jobid[0]) _hpcmem_job_init();
 
   int mpi = s->mpi_started;
@@ -144,6 +174,7 @@ static void on_watchdog(int unused) {
 }
 
 static void on_fatal(int sig, siginfo_t *info, void *ctx) {
+  int saved_errno = errno;           /* a chained handler may return to the program */
   fatal_sig = sig;
   struct sigaction wd, old_wd;
   memset(&wd, 0, sizeof wd);
@@ -151,16 +182,10 @@ static void on_fatal(int sig, siginfo_t *info, void *ctx) {
   sigemptyset(&wd.sa_mask);
   sigaction(SIGALRM, &wd, &old_wd);
   unsigned pending_alarm = alarm(5);
+  /* Another thread writing the report (the exit path's summary, the job
+   * report) is waited for, up to 2 s: dying now would cut it off. */
   _hpcmem_report_local("signal", sig);
-  /* Another thread is writing the report (the exit path's summary, the job
-   * report): dying now would cut it off.  Wait for it, up to 2 s. */
-  int me = _hpcmem_prim_gettid();
-  for (int i = 0; i < 2000; i++) {
-    int w = __atomic_load_n(&_hpcmem_report_state.writer, __ATOMIC_ACQUIRE);
-    if (!w || w == me) break;
-    struct timespec ms = {0, 1000000};
-    nanosleep(&ms, NULL);
-  }
+  _hpcmem_report_wait_writer();
   alarm(pending_alarm);
   sigaction(SIGALRM, &old_wd, NULL);
   for (size_t i = 0; i < NCAUGHT; i++) {
@@ -175,8 +200,10 @@ static void on_fatal(int sig, siginfo_t *info, void *ctx) {
       sigaction(sig, old, NULL);
       raise(sig);
     }
+    errno = saved_errno;
     return;
   }
+  errno = saved_errno;
 }
 
 void _hpcmem_report_catch_signals(void) {
@@ -200,7 +227,10 @@ void _hpcmem_report_catch_signals(void) {
 
 /* a forked child is not a rank of its own: its exit must not overwrite
  * the parent's summary */
-static void child_after_fork(void) { _hpcmem_report_state.done = 1; }
+static void child_after_fork(void) {
+  _hpcmem_report_state.done = 1;
+  _hpcmem_report_state.writer = 0;   /* a thread of the parent's, writing at the fork */
+}
 
 __attribute__((constructor)) static void report_init(void) {
   pthread_atfork(NULL, NULL, child_after_fork);

@@ -87,11 +87,16 @@ typedef struct {
 
 extern hpcmem_report_state_t _hpcmem_report_state;
 
-/* Around writing a report, once claimed: the writing thread's SIGTERM and
- * SIGINT wait for the end (a signal for the process goes to another thread,
- * whose handler waits for the writer: on_fatal). */
+/* Around writing a report: the writing thread's SIGTERM and SIGINT wait for
+ * the end (a signal for the process goes to another thread, whose handler
+ * waits for the writer: on_fatal), and its id is the writer's. */
 void _hpcmem_report_writing(sigset_t *old);
 void _hpcmem_report_written(const sigset_t *old);
+/* Claim the report as its writer (_hpcmem_report_writing, then the claim):
+ * 1 taken (end with _hpcmem_report_written), 0 not (nothing to undo). */
+int _hpcmem_report_take(sigset_t *old);
+/* Wait up to 2 s while another thread writes a report. */
+void _hpcmem_report_wait_writer(void);
 
 /* This process's report mode: hpcmem_report_mode()'s choice, else HPCMEM_REPORT. */
 int _hpcmem_report_mode_local(void);

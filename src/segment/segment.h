@@ -62,7 +62,7 @@ extern int64_t _hpcmem_seg_other_live;
  * instead of falling back to process-local memory.  A function, not a flag
  * a constructor sets: the first requests can come before the constructors
  * ran (tracing and HPCMEM_VERBOSE load libraries at start, with malloc). */
-int _hpcmem_seg_mpi_linked(void) __attribute__((weak));
+int _hpcmem_seg_mpi_linked(void) __attribute__((weak, visibility("hidden")));
 
 /* The segment (interleaved or shared) whose range holds p, or NULL. */
 static inline hpcmem_segment_t *_hpcmem_seg_holding(const void *p) {
