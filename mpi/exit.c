@@ -5,11 +5,13 @@
  * the timeline live in static storage. */
 #include "config.h"
 #include "report.h"
+#include "prim/prim.h"
 #include "util/job.h"
 #include "util/options.h"
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <poll.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -41,7 +43,53 @@ __attribute__((visibility("default"))) int hpcmem_report_mode(int mode) {
 }
 
 int _hpcmem_report_claim(void) {
-  return __atomic_exchange_n(&_hpcmem_report_state.done, 1, __ATOMIC_ACQ_REL) == 0;
+  int v = __atomic_load_n(&_hpcmem_report_state.done, __ATOMIC_ACQUIRE);
+  while (v != 1)
+    if (__atomic_compare_exchange_n(&_hpcmem_report_state.done, &v, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+      return 1;
+  return 0;
+}
+
+void _hpcmem_report_writing(sigset_t *old) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, old);
+  __atomic_store_n(&_hpcmem_report_state.writer, _hpcmem_prim_gettid(), __ATOMIC_RELEASE);
+}
+
+void _hpcmem_report_written(const sigset_t *old) {
+  __atomic_store_n(&_hpcmem_report_state.writer, 0, __ATOMIC_RELEASE);
+  pthread_sigmask(SIG_SETMASK, old, NULL);   /* a SIGTERM that came meanwhile is taken now */
+}
+
+/* The writer's slot first, then the claim: whoever finds the report
+ * claimed also finds its writer (a signal handler, the exit path) and can
+ * wait for it. */
+int _hpcmem_report_take(sigset_t *old) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, old);
+  int none = 0;
+  if (__atomic_compare_exchange_n(&_hpcmem_report_state.writer, &none, _hpcmem_prim_gettid(), 0,
+                                  __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    if (_hpcmem_report_claim()) return 1;
+    __atomic_store_n(&_hpcmem_report_state.writer, 0, __ATOMIC_RELEASE);
+  }
+  pthread_sigmask(SIG_SETMASK, old, NULL);
+  return 0;
+}
+
+void _hpcmem_report_wait_writer(void) {
+  int me = _hpcmem_prim_gettid();
+  for (int i = 0; i < 2000; i++) {
+    int w = __atomic_load_n(&_hpcmem_report_state.writer, __ATOMIC_ACQUIRE);
+    if (!w || w == me) return;
+    poll(NULL, 0, 1);
+  }
 }
 
 void _hpcmem_report_local(const char *source, int sig) {
@@ -52,7 +100,11 @@ void _hpcmem_report_local(const char *source, int sig) {
 
   int mode = _hpcmem_report_mode_local();
   if (mode == HPCMEM_REPORT_OFF) return;
-  if (!_hpcmem_report_claim()) return;
+  sigset_t old;
+  if (!_hpcmem_report_take(&old)) {
+    _hpcmem_report_wait_writer();    /* another thread writes it: the exit or the abort waits */
+    return;
+  }
   if (!_hpcmem_job.jobid[0]) _hpcmem_job_init();
 
   int mpi = s->mpi_started;
@@ -94,6 +146,7 @@ void _hpcmem_report_local(const char *source, int sig) {
   r.origin_ns = origin;
   if (r.mode == HPCMEM_REPORT_FULL) r.nsamples = _hpcmem_rec_timeline(&r.samples);
   _hpcmem_report_emit(&r, 1);
+  _hpcmem_report_written(&old);
 }
 
 /* ------------------------------------------------------------------ */
@@ -121,6 +174,7 @@ static void on_watchdog(int unused) {
 }
 
 static void on_fatal(int sig, siginfo_t *info, void *ctx) {
+  int saved_errno = errno;           /* a chained handler may return to the program */
   fatal_sig = sig;
   struct sigaction wd, old_wd;
   memset(&wd, 0, sizeof wd);
@@ -128,7 +182,10 @@ static void on_fatal(int sig, siginfo_t *info, void *ctx) {
   sigemptyset(&wd.sa_mask);
   sigaction(SIGALRM, &wd, &old_wd);
   unsigned pending_alarm = alarm(5);
+  /* Another thread writing the report (the exit path's summary, the job
+   * report) is waited for, up to 2 s: dying now would cut it off. */
   _hpcmem_report_local("signal", sig);
+  _hpcmem_report_wait_writer();
   alarm(pending_alarm);
   sigaction(SIGALRM, &old_wd, NULL);
   for (size_t i = 0; i < NCAUGHT; i++) {
@@ -143,8 +200,10 @@ static void on_fatal(int sig, siginfo_t *info, void *ctx) {
       sigaction(sig, old, NULL);
       raise(sig);
     }
+    errno = saved_errno;
     return;
   }
+  errno = saved_errno;
 }
 
 void _hpcmem_report_catch_signals(void) {
@@ -168,7 +227,10 @@ void _hpcmem_report_catch_signals(void) {
 
 /* a forked child is not a rank of its own: its exit must not overwrite
  * the parent's summary */
-static void child_after_fork(void) { _hpcmem_report_state.done = 1; }
+static void child_after_fork(void) {
+  _hpcmem_report_state.done = 1;
+  _hpcmem_report_state.writer = 0;   /* a thread of the parent's, writing at the fork */
+}
 
 __attribute__((constructor)) static void report_init(void) {
   pthread_atfork(NULL, NULL, child_after_fork);

@@ -285,7 +285,12 @@ static int gather_and_emit(work_t *w) {
       rc = PMPI_Gather(w->node_bins, HPCMEM_REPORT_BINS, MPI_UINT64_T, node_bins,
                        HPCMEM_REPORT_BINS, MPI_UINT64_T, 0, L.leaders);
   }
+  /* Rank 0 writes the job report; a signal waits for it.  (It writes it
+   * also when a signal handler wrote the rank's summary meanwhile and the
+   * program carried on.) */
+  sigset_t old;
   if (rc == MPI_SUCCESS && L.rank == 0) {
+    if (!_hpcmem_report_take(&old)) _hpcmem_report_writing(&old);
     hpcmem_report_t r;
     memset(&r, 0, sizeof r);
     r.jobid = _hpcmem_report_state.jobid;
@@ -310,7 +315,11 @@ static int gather_and_emit(work_t *w) {
     r.node_bins = full ? node_bins : NULL;
     r.origin_ns = _hpcmem_report_state.origin_ns;
     _hpcmem_report_emit(&r, 1);
+    _hpcmem_report_written(&old);
   }
+  /* The other ranks stay ready to write their own summary (done 2) until
+   * rank 0 says the job report is written: it may die before. */
+  if (rc == MPI_SUCCESS) rc = PMPI_Bcast(&ok, 1, MPI_INT, 0, L.world);
   free(recs);
   free(nodes);
   free(node_bins);
@@ -321,10 +330,13 @@ void _hpcmem_mpi_finish(void) {
   if (_hpcmem_trace_enabled) _hpcmem_trace_flush_all(HMT_FLUSH_FINALIZE);
   if (!L.started) return;
   L.started = 0;
-  /* claimed whatever the answer: a rank whose summary a signal handler
+  /* Taken whatever the answer: a rank whose summary a signal handler
    * already wrote (and whose program carried on) must still take part in
-   * the collectives, or the other ranks would wait for it forever */
-  _hpcmem_report_claim();
+   * the collectives, or the other ranks would wait for it forever.  While
+   * they run (2), a fatal signal may still write the rank's summary: they
+   * may never end (another rank died, mpirun sends SIGTERM). */
+  int none = 0;
+  __atomic_compare_exchange_n(&_hpcmem_report_state.done, &none, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
   if (L.mode != HPCMEM_REPORT_OFF) {
     /* static: the snapshot below must come before any allocation of ours,
      * and the work area (~30 KiB) is no business of the application's stack */
@@ -334,8 +346,14 @@ void _hpcmem_mpi_finish(void) {
     _hpcmem_agg_from_rec(w.mine, &w.rec);
     int rc = reduce(&w);
     if (rc == MPI_SUCCESS) rc = gather_and_emit(&w);
-    if (rc != MPI_SUCCESS) _hpcmem_warn("memory report failed (MPI error %d)", rc);
+    if (rc != MPI_SUCCESS) {
+      _hpcmem_warn("memory report failed (MPI error %d)", rc);
+      int two = 2;               /* no job report: the rank's summary at exit, abort or signal */
+      __atomic_compare_exchange_n(&_hpcmem_report_state.done, &two, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    }
   }
+  int two = 2;                  /* the report is over (or off) */
+  __atomic_compare_exchange_n(&_hpcmem_report_state.done, &two, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
   _hpcmem_place_share_stop();   /* collective on the node communicator: before free_all */
   free_all();
 }

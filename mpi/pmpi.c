@@ -54,8 +54,8 @@ static void *late_pmpi(const char *name) {
   static int warned;
   if (!warned++)
     _hpcmem_warn("the MPI library was loaded after libhpcmem (dlopen): MPI calls are passed on, but the "
-                 "job report and the node-shared segment are off; preload it too "
-                 "(LD_PRELOAD=\"libmpi.so libhpcmem.so\", see docs/mpirun.md)");
+                 "job report and the node-shared segment are off; preload it too, after libhpcmem "
+                 "(LD_PRELOAD=\"libhpcmem.so libmpi.so\", see docs/mpirun.md)");
   lookup_t l = {name, dlsym(RTLD_DEFAULT, name)};
   if (!l.found) dl_iterate_phdr(lookup_in, &l);
   if (!l.found) _hpcmem_fatal("%s: the MPI library's %s cannot be found", name + 1, name);

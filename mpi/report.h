@@ -6,6 +6,7 @@
 #ifndef HPCMEM_MPI_REPORT_H
 #define HPCMEM_MPI_REPORT_H
 #include <stddef.h>
+#include <signal.h>
 #include <stdint.h>
 #include "record.h"
 
@@ -72,7 +73,11 @@ size_t _hpcmem_report_heaviest_node(const hpcmem_report_t *r);
 
 typedef struct {
   volatile int mpi_started;       /* MPI_Init went through libhpcmem */
-  volatile int done;              /* a report (job or per-rank) was written */
+  volatile int done;              /* 1: a report (job or per-rank) was written or is being
+                                     written; 2: the job report's collectives are running, and
+                                     a fatal signal may still write the rank's summary (they may
+                                     never end: another rank died); 0: neither */
+  volatile int writer;            /* thread id of the thread writing a report, 0: none */
   int rank, size;                 /* MPI rank/size after MPI_Init */
   uint64_t origin_ns;             /* job time 0 on the local clock */
   uint64_t node;                  /* node index after MPI_Init */
@@ -81,6 +86,17 @@ typedef struct {
 } hpcmem_report_state_t;
 
 extern hpcmem_report_state_t _hpcmem_report_state;
+
+/* Around writing a report: the writing thread's SIGTERM and SIGINT wait for
+ * the end (a signal for the process goes to another thread, whose handler
+ * waits for the writer: on_fatal), and its id is the writer's. */
+void _hpcmem_report_writing(sigset_t *old);
+void _hpcmem_report_written(const sigset_t *old);
+/* Claim the report as its writer (_hpcmem_report_writing, then the claim):
+ * 1 taken (end with _hpcmem_report_written), 0 not (nothing to undo). */
+int _hpcmem_report_take(sigset_t *old);
+/* Wait up to 2 s while another thread writes a report. */
+void _hpcmem_report_wait_writer(void);
 
 /* This process's report mode: hpcmem_report_mode()'s choice, else HPCMEM_REPORT. */
 int _hpcmem_report_mode_local(void);
@@ -92,7 +108,8 @@ int _hpcmem_report_mode_local(void);
  * agree on the mode there) or once the report was written. */
 int hpcmem_report_mode(int mode);
 
-/* Claim the one report of this process: 1 for the first caller, 0 after. */
+/* Claim the one report of this process: 1 for the first caller (or the
+ * first while the job report's collectives run, done 2), 0 after. */
 int _hpcmem_report_claim(void);
 
 /* Write this rank's own summary now (source: "exit", "MPI_Abort", "signal"),

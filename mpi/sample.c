@@ -40,6 +40,12 @@ size_t _hpcmem_rec_timeline(const hpcmem_sample_t **out) {
 }
 
 void _hpcmem_rec_sample(hpcmem_rec_t *rec, int64_t rank, uint64_t node, uint64_t origin_ns) {
+  /* The memory classes first: their first query reads the machine with
+   * hwloc, which allocates; after the statistics' snapshot that raised the
+   * timeline's peak above the rank's high-water mark (the job's peak came out
+   * above the sum of the ranks' marks). */
+  hpcmem_class_info_t cls[4];
+  int ncls = hpcmem_classes(cls, 4);
   hpcmem_stats_t st;
   memset(&st, 0, sizeof st);
   hpcmem_stats(&st);
@@ -67,8 +73,6 @@ void _hpcmem_rec_sample(hpcmem_rec_t *rec, int64_t rank, uint64_t node, uint64_t
     rec->v[seg_field[s][0]] = ss.current_bytes;
     rec->v[seg_field[s][1]] = ss.peak_bytes;
   }
-  hpcmem_class_info_t cls[4];
-  int ncls = hpcmem_classes(cls, 4);
   for (int i = 0; i < ncls && i < 4; i++) {
     if (cls[i].cls == HPCMEM_CLASS_DRAM) rec->v[HPCMEM_REC_place_dram_bytes] = cls[i].used;
     else if (cls[i].cls == HPCMEM_CLASS_HBM) rec->v[HPCMEM_REC_place_hbm_bytes] = cls[i].used;

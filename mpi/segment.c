@@ -20,7 +20,7 @@
 /* A shared-segment request under an MPI launcher waits for MPI_Init, in a
  * program that has the MPI library (a plain program started by mpirun has
  * no MPI_Init to wait for). */
-__attribute__((constructor)) static void mark_linked(void) { _hpcmem_seg_mpi_linked = _hpcmem_mpi_linked(); }
+int _hpcmem_seg_mpi_linked(void) { return _hpcmem_mpi_linked(); }
 
 typedef struct {
   uint64_t part;       /* bytes per rank */

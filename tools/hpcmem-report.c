@@ -9,6 +9,7 @@
  * bytes at a peak are kept lazily (rpt_stack_t), so one pass is enough. */
 #include "config.h"
 #include "report.h"
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fnmatch.h>
@@ -216,7 +217,30 @@ static int is_trace_name(const char *n) {
   return l > 4 && strcmp(n + l - 4, ".hmt") == 0;
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+/* File names in natural order: rank-2.hmt before rank-10.hmt (digit runs
+ * compare as numbers). */
+static int cmp_natural(const void *pa, const void *pb) {
+  const char *a = *(char *const *)pa, *b = *(char *const *)pb;
+  while (*a && *b) {
+    if (isdigit((unsigned char)*a) && isdigit((unsigned char)*b)) {
+      while (*a == '0') a++;
+      while (*b == '0') b++;
+      size_t la = 0, lb = 0;
+      while (isdigit((unsigned char)a[la])) la++;
+      while (isdigit((unsigned char)b[lb])) lb++;
+      if (la != lb) return la < lb ? -1 : 1;
+      int c = strncmp(a, b, la);
+      if (c) return c;
+      a += la;
+      b += lb;
+    } else {
+      if (*a != *b) return (unsigned char)*a < (unsigned char)*b ? -1 : 1;
+      a++;
+      b++;
+    }
+  }
+  return *a ? 1 : *b ? -1 : 0;
+}
 
 static char **list_inputs(const char *input, size_t *n) {
   struct stat st;
@@ -242,7 +266,7 @@ static char **list_inputs(const char *input, size_t *n) {
   }
   closedir(d);
   if (*n == 0) die("%s: no trace files (*.hmt) in this directory", input);
-  qsort(v, *n, sizeof *v, cmp_str);
+  qsort(v, *n, sizeof *v, cmp_natural);
   return v;
 }
 

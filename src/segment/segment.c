@@ -11,7 +11,6 @@
 
 hpcmem_segment_t _hpcmem_segs[HPCMEM_SEG_COUNT];
 int64_t _hpcmem_seg_other_live;
-int _hpcmem_seg_mpi_linked;
 static int forked_child;            /* this process was forked: the shared parts are the parent's */
 
 #define GRAIN ((size_t)256)           /* Sunway's interleave granule, and the tier's alignment */
@@ -167,7 +166,7 @@ int _hpcmem_seg_ready(int id) {
   int st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
   if (st == HPCMEM_SEG_READY) return forked_child && id == HPCMEM_SEG_SHARED ? -ENODEV : 0;
   if (st == HPCMEM_SEG_FAILED) return -s->error;
-  if (id == HPCMEM_SEG_SHARED && _hpcmem_seg_mpi_linked && _hpcmem_job.from_launcher)
+  if (id == HPCMEM_SEG_SHARED && _hpcmem_seg_mpi_linked && _hpcmem_seg_mpi_linked() && _hpcmem_job.from_launcher)
     return -EAGAIN;                 /* an MPI job: MPI_Init makes the node's mapping */
   _hpcmem_lock(&s->lock);
   int rc = 0;

@@ -56,10 +56,13 @@ static inline int _hpcmem_seg_id(const hpcmem_segment_t *s) { return (int)(s - _
 /* Live bytes of the interleaved and shared segments together (the private
  * segment's share of the process total is the rest). */
 extern int64_t _hpcmem_seg_other_live;
-/* Set by the MPI layer when it is part of the library: a shared-segment
- * request under an MPI launcher then waits for MPI_Init instead of falling
- * back to process-local memory. */
-extern int _hpcmem_seg_mpi_linked;
+/* Defined by the MPI layer when it is part of the library: 1 when the
+ * program has the MPI library (its PMPI functions are bound).  A
+ * shared-segment request under an MPI launcher then waits for MPI_Init
+ * instead of falling back to process-local memory.  A function, not a flag
+ * a constructor sets: the first requests can come before the constructors
+ * ran (tracing and HPCMEM_VERBOSE load libraries at start, with malloc). */
+int _hpcmem_seg_mpi_linked(void) __attribute__((weak, visibility("hidden")));
 
 /* The segment (interleaved or shared) whose range holds p, or NULL. */
 static inline hpcmem_segment_t *_hpcmem_seg_holding(const void *p) {

@@ -145,7 +145,7 @@ static int create_file(void) {
     return err;
   }
   if (err) {
-    _hpcmem_warn("trace: cannot create directory %s: %s; tracing is off", FN.dir, strerror(-err));
+    _hpcmem_warn("trace: cannot create directory %s (HPCMEM_TRACE_DIR): %s; tracing is off", FN.dir, strerror(-err));
     return err;
   }
   /* O_EXCL: never reuse an existing file; with O_CREAT it also refuses a

@@ -24,9 +24,11 @@ done
 
 mkdir -p "$tmp/r"
 HPCMEM_REPORT=summary HPCMEM_REPORT_DIR="$tmp/r" "$top_builddir/tests/run-mpi.sh" 1 \
-  -x LD_PRELOAD="$libmpi $lib" -x HPCMEM_REPORT -x HPCMEM_REPORT_DIR "$prog" "$libmpi" > "$tmp/out" 2> "$tmp/err"
+  -x LD_PRELOAD="$lib $libmpi" -x HPCMEM_REPORT -x HPCMEM_REPORT_DIR "$prog" "$libmpi" > "$tmp/out" 2> "$tmp/err"
 rc=$?
+# the job report (hpcmem-report-ID.json), not only the rank's summary (hpcmem-report-ID.rank0.json)
+job=$(ls "$tmp"/r/hpcmem-report-*.json 2>/dev/null | grep -v '\.rank[0-9]*\.json$' | head -1)
 if [ $rc = 0 ] && grep -q '^MPI_Finalize 0' "$tmp/out" && ! grep -q 'loaded after libhpcmem' "$tmp/err" &&
-   grep -q '"ranks"' "$tmp"/r/hpcmem-report-*.json 2>/dev/null; then ok report_with_mpi_preloaded
+   [ -n "$job" ] && grep -q '"ranks"' "$job"; then ok report_with_mpi_preloaded
 else fail report_with_mpi_preloaded "exit $rc, files $(ls "$tmp/r"), $(tr '\n' '|' < "$tmp/err" | cut -c1-300)"; fi
 exit $fails

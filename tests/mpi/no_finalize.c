@@ -4,6 +4,14 @@
  *   no_finalize abort MIB   rank 1 calls MPI_Abort; mpirun kills the others
  *   no_finalize segv MIB    rank 2 dies of SIGSEGV; mpirun kills the others
  * Each rank's own summary must still be written.
+ *   no_finalize exitterm MIB  every rank returns from main without
+ *                           MPI_Finalize and a thread of its own sends the
+ *                           process SIGTERM at once (what mpirun does to the
+ *                           ranks still running): the exit path's summary is
+ *                           being written when the signal comes
+ *   no_finalize finwait MIB the ranks but rank 1 enter MPI_Finalize and wait
+ *                           in the report's collectives; rank 1 dies of
+ *                           SIGSEGV a second later, mpirun kills the others
  *   no_finalize caught MIB  the program handles SIGINT itself (installed
  *                           before MPI_Init); rank 1 gets one, writes its
  *                           summary, carries on, and all ranks do reach
@@ -13,6 +21,7 @@
 #include <mpi.h>
 #include <errno.h>
 #include <hpcmem.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +33,15 @@ int hpcmem_report_mode(int mode);
 
 static volatile sig_atomic_t interrupted;
 static void on_sigint(int sig) { (void)sig; interrupted = 1; }
+
+static volatile int leaving;
+static void *terminator(void *arg) {
+  (void)arg;
+  while (!__atomic_load_n(&leaving, __ATOMIC_ACQUIRE)) usleep(50);
+  kill(getpid(), SIGTERM);
+  return NULL;
+}
+static void leave(void) { __atomic_store_n(&leaving, 1, __ATOMIC_RELEASE); }
 
 int main(int argc, char **argv) {
   int rank;
@@ -43,6 +61,17 @@ int main(int argc, char **argv) {
     sleep(30);   /* killed by mpirun long before this ends */
   } else if (strcmp(how, "segv") == 0) {
     if (rank == 2) raise(SIGSEGV);
+    sleep(30);
+  } else if (strcmp(how, "exitterm") == 0) {
+    pthread_t t;
+    pthread_create(&t, NULL, terminator, NULL);
+    atexit(leave);   /* exit() runs it just before the libraries' destructors, libhpcmem's summary */
+  } else if (strcmp(how, "finwait") == 0) {
+    if (rank == 1) {
+      sleep(1);
+      raise(SIGSEGV);
+    }
+    MPI_Finalize();
     sleep(30);
   } else if (strcmp(how, "caught") == 0) {
     if (rank == 1) raise(SIGINT);

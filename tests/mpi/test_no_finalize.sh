@@ -1,8 +1,9 @@
 #!/bin/sh
 # Ranks that never reach MPI_Finalize still write their own summary,
-# hpcmem-report-<jobid>.rank<R>.json: after returning from main, after
-# MPI_Abort (the aborting rank, and the ranks mpirun then kills with
-# SIGTERM), after a fatal signal.  Rank r holds (r+1)*16 MiB when it goes
+# hpcmem-report-<jobid>.rank<R>.json: after returning from main (also with a
+# SIGTERM arriving while the exit path writes it), after MPI_Abort (the
+# aborting rank, and the ranks mpirun then kills with SIGTERM), after a fatal
+# signal (also of a rank the others wait for in MPI_Finalize's report).  Rank r holds (r+1)*16 MiB when it goes
 # (tests/mpi/no_finalize.c).  Overhead bound: 8 MiB per rank (MPI_Init's
 # heap, about 3.5 MiB with Open MPI 4.1, and the C library's).
 np=4 mib=16 overhead=8
@@ -19,7 +20,7 @@ fail() { echo "[  FAILED  ] no_finalize.$1 ($2)"; fails=$((fails + 1)); }
 # enough for 4 ranks to be scheduled and write their file: allow 3 (each
 # run then lasts 3 s longer: mpirun waits the whole timeout).
 export OMPI_MCA_odls_base_sigkill_timeout=3
-for how in exit abort segv; do
+for how in exit abort segv exitterm finwait; do
   mkdir -p "$tmp/$how"
   HPCMEM_REPORT=summary HPCMEM_REPORT_DIR="$tmp/$how" \
     timeout 60 "$top_builddir/tests/run-mpi.sh" $np "$prog" $how $mib > "$tmp/$how.out" 2> "$tmp/$how.err"
@@ -41,6 +42,8 @@ for how in exit abort segv; do
       abort/*) source=signal signal=15 ;;   # mpirun kills the other ranks with SIGTERM
       segv/2) source=signal signal=11 ;;
       segv/*) source=signal signal=15 ;;
+      finwait/1) source=signal signal=11 ;;
+      finwait/*) source=signal signal=15 ;;   # killed while waiting in MPI_Finalize's report
     esac
     python3 "$check" rank "$f" --suite no_finalize.$how.rank$r --rank $r --np $np --mib $mib \
       --overhead-mib $overhead --source $source ${signal:+--signal $signal} || fails=$((fails + 1))

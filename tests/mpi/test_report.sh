@@ -95,4 +95,19 @@ if [ "$(cat "$tmp/off.rc")" = 0 ] && [ -z "$(ls "$tmp/off")" ] && ! grep -q '^li
   ok off
 else fail off "exit $(cat "$tmp/off.rc"), files: $(ls "$tmp/off"), stderr: $(head -3 "$tmp/off.err")"; fi
 
+# --- one rank that allocates nothing itself: the job's peak is within the
+# rank's high-water mark.  The report's first query of the memory classes
+# reads the machine with hwloc, which allocates; made after the statistics'
+# snapshot, it put the job's peak above the sum of the ranks' marks (22 KB
+# with one rank).
+mkdir -p "$tmp/one"
+HPCMEM_REPORT=summary HPCMEM_REPORT_DIR="$tmp/one" "$top_builddir/tests/run-mpi.sh" 1 "$prog" overlap 0 \
+  > "$tmp/one.out" 2> "$tmp/one.err"
+f=$(json one)
+if [ -n "$f" ] && python3 -c "
+import json, sys
+j = json.load(open(sys.argv[1]))['job']
+sys.exit(0 if j['peak_bytes'] <= j['hwm_sum_bytes'] else 1)" "$f"; then ok one_rank_peak_within_its_hwm
+else fail one_rank_peak_within_its_hwm "json '$f': $(python3 -c "import json,sys; j=json.load(open(sys.argv[1]))['job']; print(j['peak_bytes'], j['hwm_sum_bytes'])" "$f" 2>&1)"; fi
+
 [ $fails = 0 ]

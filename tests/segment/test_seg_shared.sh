@@ -36,6 +36,19 @@ if grep -q 'segments, largest high-water mark of a rank: .* shared .* (rank 3)' 
 else
   echo "[  FAILED  ] seg_shared.report_banner (no segment line naming rank 3)"; grep libhpcmem "$tmp/err" | head; fails=$((fails + 1))
 fi
+# Plain malloc in the shared segment and tracing on: the library's start
+# loads the trace's libraries, with malloc, before its constructors ran
+# (tests/segment/seg_shared_start.c).  The segment was taken for a plain
+# program's and stayed process-local: the ranks read each other's offsets
+# as unrelated memory.
+HPCMEM_DEFAULT_SEGMENT=shared HPCMEM_TRACE=1 HPCMEM_TRACE_DIR=$tmp/trace HPCMEM_REPORT_DIR=$tmp \
+  "$top_builddir/tests/run-mpi.sh" $np "$top_builddir/tests/segment/seg_shared_start" > "$tmp/out2" 2> "$tmp/err2"
+rc=$?
+if [ $rc -eq 0 ] && [ "$(grep -c ': OK$' "$tmp/out2")" -eq $np ] && ! grep -q 'process-local' "$tmp/err2"; then
+  echo "[       OK ] seg_shared.default_segment_with_tracing"
+else
+  echo "[  FAILED  ] seg_shared.default_segment_with_tracing (exit $rc)"; cat "$tmp/out2"; sed -n 1,10p "$tmp/err2"; fails=$((fails + 1))
+fi
 # no file left behind in the shared directory
 if ls /dev/shm/hpcmem-shared-* >/dev/null 2>&1; then
   echo "[  FAILED  ] seg_shared.file_removed ($(ls /dev/shm/hpcmem-shared-* | head -3))"; fails=$((fails + 1))

@@ -308,4 +308,11 @@ usage_case output_without_heaptrack 'names the file of --heaptrack' -o "$dir/x.g
 usage_case heaptrack_rank_not_in_the_job 'heaptrack: no trace of rank 9' --heaptrack=9 "$dir/trace"
 usage_case unknown_option 'unrecognized option' --bogus "$dir/trace"
 
+# --- twelve ranks: in rank order, not in the order of their file names' text
+# (rank-10.hmt sorts before rank-2.hmt)
+if "$WORKLOAD" "$dir/trace12" 12 > /dev/null &&
+   "$REPORT" --json="$dir/r12.json" "$dir/trace12" > /dev/null 2>&1 &&
+   [ "$(jq -c '[.ranks[].rank]' "$dir/r12.json")" = "[0,1,2,3,4,5,6,7,8,9,10,11]" ]; then ok ranks_in_order
+else ko ranks_in_order "$(jq -c '[.ranks[].rank]' "$dir/r12.json" 2>&1)"; fi
+
 [ $fails = 0 ]

@@ -890,6 +890,7 @@ TEST(trace_file, uncreatable_directory_turns_tracing_off_with_a_warning) {
   _hpcmem_trace_flush_all(HMT_FLUSH_EXPLICIT);
   std::string err = testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("cannot create directory"), std::string::npos) << err;
+  EXPECT_NE(err.find("(HPCMEM_TRACE_DIR)"), std::string::npos) << "names the option: " << err;
   EXPECT_EQ(err.find("cannot create directory"), err.rfind("cannot create directory")) << "warned once: " << err;
   hpcmem_trace_stats_t st;
   _hpcmem_trace_get_stats(&st);
