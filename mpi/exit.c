@@ -50,12 +50,17 @@ int _hpcmem_report_claim(void) {
   return 0;
 }
 
-void _hpcmem_report_writing(sigset_t *old) {
+/* the signals mpirun stops a rank with wait while this thread writes */
+static void hold_stop_signals(sigset_t *old) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
   pthread_sigmask(SIG_BLOCK, &set, old);
+}
+
+void _hpcmem_report_writing(sigset_t *old) {
+  hold_stop_signals(old);
   __atomic_store_n(&_hpcmem_report_state.writer, _hpcmem_prim_gettid(), __ATOMIC_RELEASE);
 }
 
@@ -68,11 +73,7 @@ void _hpcmem_report_written(const sigset_t *old) {
  * claimed also finds its writer (a signal handler, the exit path) and can
  * wait for it. */
 int _hpcmem_report_take(sigset_t *old) {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &set, old);
+  hold_stop_signals(old);
   int none = 0;
   if (__atomic_compare_exchange_n(&_hpcmem_report_state.writer, &none, _hpcmem_prim_gettid(), 0,
                                   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
