@@ -52,6 +52,9 @@ const char *unusual_settings() {
   const char *seg = getenv("HPCMEM_DEFAULT_SEGMENT"), *trace = getenv("HPCMEM_TRACE");
   if (seg && *seg && strcmp(seg, "private") != 0) return "HPCMEM_DEFAULT_SEGMENT is set";
   if (trace && *trace && strcmp(trace, "0") != 0) return "HPCMEM_TRACE is set";
+  // the sizes and counts below assume the tiers' default geometry
+  for (const char *v : {"HPCMEM_BLOCK_SIZE", "HPCMEM_LARGE_THRESHOLD", "HPCMEM_LARGE_ALIGN", "HPCMEM_DECAY_MS"})
+    if (const char *x = getenv(v); x && *x) return v;
   return nullptr;
 }
 

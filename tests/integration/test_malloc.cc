@@ -429,5 +429,39 @@ TEST(malloc, serves_sizes_between_the_largest_class_and_a_raised_threshold) {
     free(z);
     free(r);
   }
+  // more of them than a heap's slice of the data area holds (16 GiB): the
+  // rest come from the large tier (untouched, they cost address space only)
+  std::vector<unsigned char *> many;
+  for (size_t i = 0; i < 40000; i++) {
+    unsigned char *p = (unsigned char *)malloc(600000);
+    ASSERT_NE(p, nullptr) << "block " << i << " of 600,000 bytes";
+    p[0] = (unsigned char)i;
+    many.push_back(p);
+  }
+  for (size_t i = 0; i < many.size(); i++) {
+    ASSERT_EQ(many[i][0], (unsigned char)i);
+    ASSERT_GE(malloc_usable_size(many[i]), 600000u);
+  }
+  unsigned char *last = (unsigned char *)realloc(many.back(), 700000);
+  ASSERT_NE(last, nullptr);
+  many.back() = last;
+  for (unsigned char *p : many) free(p);
+  EXPECT_EQ(hpcmem_check(), 0);
+}
+
+// An alignment above the datablock size makes each small request a run of
+// its own, aligned in the heap's slice: 2 MiB-aligned blocks of 100,000 bytes
+// filled the 16 GiB slice after 8,192 of them (ENOMEM; glibc serves them
+// all).  Past the slice they come from the large tier.
+TEST(posix_memalign, serves_big_alignments_beyond_a_heap_slice) {
+  std::vector<void *> many;
+  for (size_t i = 0; i < 10000; i++) {
+    void *p = nullptr;
+    ASSERT_EQ(posix_memalign(&p, 2 << 20, 100000), 0) << "block " << i;
+    ASSERT_TRUE(aligned(p, 2 << 20));
+    ((char *)p)[99999] = 1;
+    many.push_back(p);
+  }
+  for (void *p : many) free(p);
   EXPECT_EQ(hpcmem_check(), 0);
 }
