@@ -135,7 +135,8 @@ TEST(malloc_trim, gives_back_empty_spans_and_free_large_pages) {
   EXPECT_GT(mallinfo2().keepcost, 0u);
   EXPECT_EQ(malloc_trim(0), 1);
   size_t after = rss_bytes();
-  EXPECT_LE(after, base + (256 << 10)) << "before " << base << ", full " << full;
+  // all of the 42 MiB but the management pages the spans needed (~350 KiB in a debug build)
+  EXPECT_LE(after, base + (512 << 10)) << "before " << base << ", full " << full;
   EXPECT_EQ(mallinfo2().keepcost, 0u);
   EXPECT_EQ(hpcmem_check(), 0);
 }
@@ -254,6 +255,7 @@ TEST(malloc_stats, prints_system_and_in_use_bytes_per_tier_to_stderr) {
 }
 
 TEST(malloc_info, writes_a_heap_element_per_heap_with_free_objects_by_size) {
+  if (const char *why = unusual_settings()) GTEST_SKIP() << why;   // small objects in a segment are no span's
   // a freed object in every tenth slot stays on its span's free list (the
   // bins overflow into the spans; the live neighbours keep the spans)
   std::vector<void *> v;
