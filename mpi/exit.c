@@ -145,7 +145,7 @@ void _hpcmem_report_local(const char *source, int sig) {
   r.nodes = &node;
   r.nnode_recs = 1;
   r.origin_ns = origin;
-  if (r.mode == HPCMEM_REPORT_FULL) r.nsamples = _hpcmem_rec_timeline(&r.samples);
+  if (r.mode == HPCMEM_REPORT_FULL) r.nsamples = _hpcmem_rec_timeline(HPCMEM_TL_EXIT, &r.samples);
   _hpcmem_report_emit(&r, 1);
   _hpcmem_report_written(&old);
 }

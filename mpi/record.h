@@ -126,7 +126,10 @@ int _hpcmem_proc_status_parse(const char *text, uint64_t *vm_hwm, uint64_t *vm_r
  * fields on the job clock (local clock minus origin_ns).  Heap-free and
  * lock-free apart from hpcmem_stats() itself. */
 void _hpcmem_rec_sample(hpcmem_rec_t *rec, int64_t rank, uint64_t node, uint64_t origin_ns);
-/* This process's timeline, copied into static storage (no heap). */
-size_t _hpcmem_rec_timeline(const hpcmem_sample_t **out);
+/* This process's timeline, copied into static storage (no heap): one copy
+ * for MPI_Finalize's report (HPCMEM_TL_FINALIZE) and one for the summary at
+ * exit or on a signal (HPCMEM_TL_EXIT), which may interrupt that report. */
+enum { HPCMEM_TL_FINALIZE, HPCMEM_TL_EXIT };
+size_t _hpcmem_rec_timeline(int which, const hpcmem_sample_t **out);
 
 #endif

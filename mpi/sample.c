@@ -10,7 +10,7 @@
 
 /* hpcmem_timeline() keeps at most 4096 samples */
 #define TIMELINE_MAX 4096
-static hpcmem_sample_t timeline_buf[TIMELINE_MAX];
+static hpcmem_sample_t timeline_buf[2][TIMELINE_MAX];   /* untouched until used: no memory */
 
 static uint64_t job_time(uint64_t t, uint64_t origin_ns) {
   return t > origin_ns ? t - origin_ns : 0;
@@ -33,9 +33,10 @@ static void read_proc_status(uint64_t *hwm, uint64_t *rss) {
   errno = saved;
 }
 
-size_t _hpcmem_rec_timeline(const hpcmem_sample_t **out) {
-  size_t n = hpcmem_timeline(timeline_buf, TIMELINE_MAX);
-  *out = timeline_buf;
+size_t _hpcmem_rec_timeline(int which, const hpcmem_sample_t **out) {
+  hpcmem_sample_t *buf = timeline_buf[which == HPCMEM_TL_EXIT];
+  size_t n = hpcmem_timeline(buf, TIMELINE_MAX);
+  *out = buf;
   return n < TIMELINE_MAX ? n : TIMELINE_MAX;
 }
 

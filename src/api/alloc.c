@@ -91,7 +91,7 @@ void _hpcmem_init(void) {
   long ncpu = _hpcmem_topo_sysfs_possible_cpus(HPCMEM_START_STR("/"));
   if (ncpu <= 0) ncpu = sysconf(_SC_NPROCESSORS_CONF);
   unsigned heaps = _hpcmem_opt(HEAPS) ? (unsigned)_hpcmem_opt(HEAPS) : (unsigned)(ncpu > 0 ? ncpu : 1);
-  if (heaps > HPCMEM_MAX_HEAPS) heaps = HPCMEM_MAX_HEAPS;
+  if (heaps > HPCMEM_MAX_HEAPS) heaps = HPCMEM_MAX_HEAPS;   /* cpus beyond share heaps (HPCMEM_HEAPS stops at 64) */
   if (_hpcmem_heaps_init(heaps, log2_of((size_t)_hpcmem_opt(BLOCK_SIZE))) < 0 ||
       _hpcmem_large_init(&_hpcmem_large, NULL) < 0)
     _hpcmem_fatal("cannot reserve address space for the heaps (%u heaps of 16 GiB, 1 TiB large region): %s",
@@ -149,7 +149,7 @@ static void fork_parent(void) {
 static void fork_child(void) {
   _hpcmem_large_fork_child(&_hpcmem_large);
   _hpcmem_heaps_fork_child();
-  _hpcmem_seg_fork_child();
+  _hpcmem_seg_fork_child(_hpcmem_default_seg == HPCMEM_SEG_SHARED);
   _hpcmem_tcache_fork_child();
   _hpcmem_stats_plain_clear();   /* single-threaded again, with the parent's range */
 }
@@ -235,7 +235,7 @@ static void *alloc_slow(hpcmem_tcache_t *t, size_t n, size_t align, int zeroed);
  * else in the private segment. */
 static void *alloc_routed(hpcmem_tcache_t *t, size_t n, size_t align, int zeroed) {
   if (n > (size_t)PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
-  if (_hpcmem_seg_ready(_hpcmem_default_seg) < 0) return alloc_slow(t, n, align, zeroed);
+  if (!_hpcmem_seg_serves_malloc(_hpcmem_default_seg)) return alloc_slow(t, n, align, zeroed);
   int saved = errno;
   void *p = _hpcmem_seg_alloc_for(t, _hpcmem_default_seg, n, align, zeroed);
   if (!p) { errno = saved; return alloc_slow(t, n, align, zeroed); }   /* full: private memory */
@@ -293,11 +293,12 @@ static void *alloc_slow(hpcmem_tcache_t *t, size_t n, size_t align, int zeroed) 
       b->nfresh--;
     } else if (!(p = _hpcmem_tcache_refill(t, cls))) { errno = ENOMEM; return NULL; }
     usable = _hpcmem_class_size[cls];
-  } else if (n < _hpcmem_large_threshold) {
-    if (!(p = _hpcmem_heap_run_alloc(t->heap, n, align))) { errno = ENOMEM; return NULL; }
+  } else if (n < _hpcmem_large_threshold && (p = _hpcmem_heap_run_alloc(t->heap, n, align)) != NULL) {
     usable = _hpcmem_span_of(p)->run_size;
   } else {
-    /* nothing is written into a large block: an untouched block costs no page */
+    /* a run the heap's slice has no room for comes from the large tier too
+     * (free, realloc and malloc_usable_size find a block by its address);
+     * nothing is written into a large block: an untouched block costs no page */
     p = zeroed ? _hpcmem_large_alloc_zeroed(&_hpcmem_large, n, align, &usable)
                : _hpcmem_large_alloc_usable(&_hpcmem_large, n, align, &usable);
     if (!p) { errno = ENOMEM; return NULL; }
@@ -738,7 +739,8 @@ EXPORT void *realloc(void *p, size_t n) {
   return q;
 }
 
-/* A block of the interleaved or shared segment stays in its segment. */
+/* A block of the interleaved or shared segment stays in its segment while
+ * the segment can hold it. */
 static void *realloc_in_segment(hpcmem_tcache_t *t, hpcmem_segment_t *seg, void *p, size_t old, size_t n) {
   int64_t d = 0;
   if (_hpcmem_seg_resize(seg, p, n, &d) == 0) {
@@ -748,7 +750,11 @@ static void *realloc_in_segment(hpcmem_tcache_t *t, hpcmem_segment_t *seg, void 
     publish_due(t);
     return p;
   }
-  void *q = _hpcmem_seg_alloc_for(t, _hpcmem_seg_id(seg), n, 0, 0);
+  int id = _hpcmem_seg_id(seg), saved = errno;
+  void *q = _hpcmem_seg_alloc_for(t, id, n, 0, 0);
+  /* plain malloc's block moves to private memory, as malloc falls back to
+   * it; a block asked for in its segment stays there or fails */
+  if (!q && id == _hpcmem_default_seg) { errno = saved; q = _hpcmem_alloc_private(t, n, 0, 0); }
   if (!q) return NULL;                                /* p is left untouched */
   memcpy(q, p, old < n ? old : n);
   free(p);

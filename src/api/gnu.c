@@ -29,19 +29,6 @@ struct mallinfo2 {
 };
 #endif
 
-/* The large-block tiers: the process's and those of the segments in use
- * (interleaved, shared), whose blocks are all theirs.  Not the shared
- * segment in a forked child: its memory is the parent's, its records a stale
- * copy (a trim there gave back blocks the parent had allocated again). */
-static int tier_count(hpcmem_large_t *tiers[HPCMEM_SEG_COUNT + 1]) {
-  int n = 0;
-  tiers[n++] = &_hpcmem_large;
-  for (int i = HPCMEM_SEG_INTERLEAVED; i < HPCMEM_SEG_COUNT; i++)
-    if (__atomic_load_n(&_hpcmem_segs[i].state, __ATOMIC_ACQUIRE) == HPCMEM_SEG_READY && _hpcmem_seg_ready(i) == 0)
-      tiers[n++] = &_hpcmem_segs[i].tier;
-  return n;
-}
-
 /* What mallinfo2, malloc_stats and malloc_info report, in glibc's terms. */
 struct gnu_totals {
   hpcmem_stats_t st;
@@ -60,7 +47,7 @@ static void totals(struct gnu_totals *g) {
                     __atomic_load_n(&h->dirty_bytes, __ATOMIC_RELAXED);
   }
   hpcmem_large_t *tiers[HPCMEM_SEG_COUNT + 1];
-  for (int n = tier_count(tiers), i = 0; i < n; i++) {
+  for (int n = _hpcmem_large_tiers(tiers), i = 0; i < n; i++) {
     hpcmem_large_stats_t ls;
     _hpcmem_large_stats(tiers[i], &ls);
     g->large_mapped += ls.mapped_bytes;
@@ -133,7 +120,7 @@ EXPORT int malloc_trim(size_t pad) {
   for (unsigned i = 0; i < _hpcmem_heaps.count; i++) given += _hpcmem_heap_trim(&_hpcmem_heaps.heap[i]);
   hpcmem_large_t *tiers[HPCMEM_SEG_COUNT + 1];
   uint64_t now = _hpcmem_coarse_now_ns();
-  for (int n = tier_count(tiers), i = 0; i < n; i++) {
+  for (int n = _hpcmem_large_tiers(tiers), i = 0; i < n; i++) {
     hpcmem_large_stats_t before, after;
     _hpcmem_large_stats(tiers[i], &before);
     _hpcmem_large_decay(tiers[i], now, 1);
@@ -163,7 +150,7 @@ EXPORT void malloc_stats(void) {
           "max in use bytes = %10" PRIu64 "\n"
           "large blocks     = %10zu\n",
           _hpcmem_heaps.count, _hpcmem_heaps.count == 1 ? "" : "s", g.small_mapped, m.uordblks,
-          tier_count(tiers) > 1 ? "s (with the segments')" : "",
+          _hpcmem_large_tiers(tiers) > 1 ? "s (with the segments')" : "",
           g.large_mapped, m.hblkhd, g.small_mapped + g.large_mapped, m.uordblks + m.hblkhd, g.st.peak_bytes, m.hblks);
   fprintf(stderr, "All statistics (hpcmem_stats):\n");
   hpcmem_stats_print(stderr, &g.st);

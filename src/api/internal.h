@@ -7,6 +7,7 @@
 #include "heap/large.h"
 #include "heap/single.h"
 #include "heap/tcache.h"
+#include "segment/segment.h"
 
 #define HPCMEM_LIKELY(x) __builtin_expect(!!(x), 1)
 #define HPCMEM_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -21,6 +22,9 @@ void _hpcmem_init(void);
 extern int _hpcmem_default_seg;
 /* An allocation in the private segment whatever the default (memset when
  * zero), counted for thread t; NULL with errno. */
+/* The large-block tiers: the process's and those of the segments in use
+ * (fills tiers, returns how many; see src/api/stats.c). */
+int _hpcmem_large_tiers(hpcmem_large_t *tiers[HPCMEM_SEG_COUNT + 1]);
 void *_hpcmem_alloc_private(hpcmem_tcache_t *t, size_t n, size_t align, int zero);
 /* An allocation in segment seg (interleaved or shared), counted for thread t
  * as every allocation is; NULL with errno (segment_api.c). */

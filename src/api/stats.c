@@ -231,6 +231,19 @@ void _hpcmem_stats_drifted(hpcmem_tcache_t *t) {
   _hpcmem_stats_publish_settled(t);    /* the caller settled */
 }
 
+/* The large-block tiers: the process's and those of the segments in use
+ * (interleaved, shared), whose blocks are all theirs.  Not the shared
+ * segment in a forked child: its memory is the parent's, its records a stale
+ * copy (a trim there gave back blocks the parent had allocated again). */
+int _hpcmem_large_tiers(hpcmem_large_t *tiers[HPCMEM_SEG_COUNT + 1]) {
+  int n = 0;
+  tiers[n++] = &_hpcmem_large;
+  for (int i = HPCMEM_SEG_INTERLEAVED; i < HPCMEM_SEG_COUNT; i++)
+    if (__atomic_load_n(&_hpcmem_segs[i].state, __ATOMIC_ACQUIRE) == HPCMEM_SEG_READY && _hpcmem_seg_ready(i) == 0)
+      tiers[n++] = &_hpcmem_segs[i].tier;
+  return n;
+}
+
 EXPORT int hpcmem_stats(hpcmem_stats_t *out) {
   if (!out) return -EINVAL;
   if (!_hpcmem_ready) _hpcmem_init();
@@ -246,16 +259,21 @@ EXPORT int hpcmem_stats(hpcmem_stats_t *out) {
   out->small_alloc_count = out->alloc_count - out->large_alloc_count;
   out->small_free_count = out->free_count - out->large_free_count;
   out->error_count += __atomic_load_n(&errors_without_cache, __ATOMIC_RELAXED);
-  hpcmem_large_stats_t ls;
-  _hpcmem_large_stats(&_hpcmem_large, &ls);
   uint64_t small_mapped = 0, small_free = 0;
   for (unsigned i = 0; i < _hpcmem_heaps.count; i++) {
     small_mapped += __atomic_load_n(&_hpcmem_heaps.heap[i].mapped_bytes, __ATOMIC_RELAXED);
     small_free += __atomic_load_n(&_hpcmem_heaps.heap[i].free_small_bytes, __ATOMIC_RELAXED);
   }
-  out->mapped_bytes = small_mapped + ls.mapped_bytes;
-  out->retained_bytes += small_free + ls.retained_bytes;   /* the thread caches' part is in already */
-  out->decayed_bytes = ls.decayed_bytes;
+  out->mapped_bytes = small_mapped;
+  out->retained_bytes += small_free;   /* the thread caches' part is in already */
+  hpcmem_large_t *tiers[HPCMEM_SEG_COUNT + 1];
+  for (int n = _hpcmem_large_tiers(tiers), i = 0; i < n; i++) {   /* the segments' tiers too */
+    hpcmem_large_stats_t ls;
+    _hpcmem_large_stats(tiers[i], &ls);
+    out->mapped_bytes += ls.mapped_bytes;
+    out->retained_bytes += ls.retained_bytes;
+    out->decayed_bytes += ls.decayed_bytes;
+  }
   return 0;
 }
 

@@ -2310,6 +2310,12 @@ int _hpcmem_large_check(hpcmem_large_t *L) {
 
 /* ------------------------------------------------------------------ fork */
 
+void _hpcmem_large_each_live(hpcmem_large_t *L, void (*fn)(void *arg, char *start, size_t bytes), void *arg) {
+  for (int i = 0; i < L->narenas; i++)
+    for (rec_t *r = L->ar[i].first; r; r = r->next)
+      if (r->state == REC_LIVE) fn(arg, r->start, r->size);
+}
+
 void _hpcmem_large_fork_prepare(hpcmem_large_t *L) { _hpcmem_lock(&L->lock); }
 void _hpcmem_large_fork_parent(hpcmem_large_t *L) { _hpcmem_unlock(&L->lock); }
 

@@ -243,6 +243,9 @@ void _hpcmem_large_stats(hpcmem_large_t *L, hpcmem_large_stats_t *out);
 void _hpcmem_large_fork_prepare(hpcmem_large_t *L);
 void _hpcmem_large_fork_parent(hpcmem_large_t *L);
 void _hpcmem_large_fork_child(hpcmem_large_t *L);
+/* Calls fn(arg, start, bytes) for every live block, whole (padding and
+ * metadata included), in address order; no lock (a forked child). */
+void _hpcmem_large_each_live(hpcmem_large_t *L, void (*fn)(void *arg, char *start, size_t bytes), void *arg);
 
 /* Whether p lies in this tier's data region (not whether it is live). */
 static inline int _hpcmem_large_owns(const hpcmem_large_t *L, const void *p) {

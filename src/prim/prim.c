@@ -32,6 +32,11 @@ void *_hpcmem_prim_reserve(size_t size, size_t align) {
   return p;
 }
 
+int _hpcmem_prim_move_over(void *from, void *to, size_t size) {
+  void *p = mremap(from, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, to);
+  return p == MAP_FAILED ? -errno : 0;
+}
+
 int _hpcmem_prim_release(void *p, size_t size) {
   return munmap(p, size) == 0 ? 0 : -errno;
 }

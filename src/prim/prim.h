@@ -12,6 +12,9 @@ uint64_t _hpcmem_prim_now_ns(void);
  * The range is readable/writable but backed lazily (MAP_NORESERVE): pages
  * cost memory only once touched.  Returns NULL (errno set) on failure. */
 void *_hpcmem_prim_reserve(size_t size, size_t align);
+/* Move the pages of [from, from + size) to `to`, replacing whatever was
+ * mapped there (mremap MREMAP_FIXED); 0 or -errno. */
+int _hpcmem_prim_move_over(void *from, void *to, size_t size);
 /* Give a range back to the system entirely. */
 int _hpcmem_prim_release(void *p, size_t size);
 /* Drop the physical pages of a range (it stays mapped and reads as zero). */

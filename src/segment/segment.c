@@ -179,6 +179,12 @@ int _hpcmem_seg_ready(int id) {
   return rc;
 }
 
+int _hpcmem_seg_serves_malloc(int id) {
+  if (id != HPCMEM_SEG_SHARED) return _hpcmem_seg_ready(id) == 0;
+  const hpcmem_segment_t *s = &_hpcmem_segs[id];
+  return __atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == HPCMEM_SEG_READY && !s->process_local && !forked_child;
+}
+
 /* ------------------------------------------------------------------ */
 /* blocks                                                               */
 
@@ -286,12 +292,40 @@ void _hpcmem_seg_fork_parent(void) {
   }
 }
 
+struct own_copy { char *from, *to; };
+
+static void copy_block(void *arg, char *start, size_t bytes) {
+  struct own_copy *c = arg;
+  memcpy(c->to + (start - c->from), start, bytes);
+}
+
+/* The rank's part becomes private memory holding what its live blocks held
+ * at the fork: what fork gives the rest of the heap.  Only live blocks are
+ * copied (free space may be decayed holes of the node's file, which a read
+ * would fill). */
+static void copy_own_part(hpcmem_segment_t *s) {
+  char *to = _hpcmem_prim_reserve(s->own_size, PART_ALIGN);
+  struct own_copy c = {s->own, to};
+  int rc = to ? 0 : -errno;
+  if (to) {
+    _hpcmem_large_each_live(&s->tier, copy_block, &c);
+    rc = _hpcmem_prim_move_over(to, s->own, s->own_size);
+    if (rc < 0) _hpcmem_prim_release(to, s->own_size);
+  }
+  if (rc < 0)
+    _hpcmem_warn("forked child: could not copy its part of the shared segment (%s); "
+                 "malloc's objects there stay shared with the parent", strerror(-rc));
+}
+
 /* The child shares the parent's shared mapping but has a copy of its
  * records: allocating there would hand out the parent's free space twice,
  * so the child reads and writes shared objects but allocates none. */
-void _hpcmem_seg_fork_child(void) {
+void _hpcmem_seg_fork_child(int own_copy) {
   for (int i = HPCMEM_SEG_COUNT - 1; i >= HPCMEM_SEG_INTERLEAVED; i--) {
-    if (_hpcmem_segs[i].state == HPCMEM_SEG_READY) _hpcmem_large_fork_child(&_hpcmem_segs[i].tier);
+    if (_hpcmem_segs[i].state == HPCMEM_SEG_READY) {
+      _hpcmem_large_fork_child(&_hpcmem_segs[i].tier);
+      if (i == HPCMEM_SEG_SHARED && own_copy && !_hpcmem_segs[i].process_local) copy_own_part(&_hpcmem_segs[i]);
+    }
     _hpcmem_unlock(&_hpcmem_segs[i].lock);
   }
   forked_child = 1;

@@ -98,9 +98,18 @@ int _hpcmem_seg_shared_attach(const char *path, size_t part, int node_ranks, int
 /* The MPI layer could not make the node mapping: requests fail with errno err. */
 void _hpcmem_seg_shared_fail(int err);
 
+/* May plain malloc (HPCMEM_DEFAULT_SEGMENT) use segment id now?  The
+ * interleaved one once it could be made; the shared one only as the node's
+ * mapping after MPI_Init, never as a process-local one (memory shared with
+ * the children the process forks is no place for malloc's objects) nor in
+ * a forked child. */
+int _hpcmem_seg_serves_malloc(int id);
+
 int _hpcmem_seg_check(void);
 void _hpcmem_seg_fork_prepare(void);
 void _hpcmem_seg_fork_parent(void);
-void _hpcmem_seg_fork_child(void);
+/* own_copy: the child gets a private copy of this rank's part of the
+ * shared segment (plain malloc's data lives there: HPCMEM_DEFAULT_SEGMENT=shared). */
+void _hpcmem_seg_fork_child(int own_copy);
 
 #endif

@@ -201,6 +201,20 @@ static uint64_t clk_ns(uint64_t raw) {
 
 static inline uint64_t clk_now(void) { return clk_ns(clk_raw()); }
 
+#if defined(__x86_64__)
+/* A (tick, ns) pair read together: the best of eight tries, the clock read
+ * between two TSC reads that lie closest (a pair a preemption split put
+ * the line milliseconds off, and a 1 ms calibration's rate off by %). */
+static void clk_pair(uint64_t *c, uint64_t *t) {
+  uint64_t best = UINT64_MAX;
+  *c = *t = 0;
+  for (int i = 0; i < 8; i++) {
+    uint64_t a = __builtin_ia32_rdtsc(), tt = _hpcmem_prim_now_ns(), b = __builtin_ia32_rdtsc();
+    if (b - a < best) { best = b - a; *c = a + (b - a) / 2; *t = tt; }
+  }
+}
+#endif
+
 static void clk_init(void) {
   CLK.tsc = 0;
   CLK.c0 = 0;
@@ -213,9 +227,12 @@ static void clk_init(void) {
     close(fd);
   }
   if (strncmp(src, "tsc", 3) != 0 || (src[3] != '\n' && src[3] != 0)) return;
-  uint64_t t0 = _hpcmem_prim_now_ns(), c0 = __builtin_ia32_rdtsc(), t1, c1;
-  do { t1 = _hpcmem_prim_now_ns(); c1 = __builtin_ia32_rdtsc(); } while (t1 - t0 < 1000000);
-  if (c1 <= c0) return;
+  uint64_t t0, c0, t1, c1;
+  clk_pair(&c0, &t0);
+  while (_hpcmem_prim_now_ns() - t0 < 1000000) {
+  }
+  clk_pair(&c1, &t1);
+  if (c1 <= c0 || t1 <= t0) return;
   CLK.c0 = c0; CLK.t0 = t0;
   CLK.a[0] = (hmt_anchor_t){c0, t0, (uint64_t)(((unsigned __int128)(t1 - t0) << 32) / (c1 - c0))};
   CLK.n = 1;
@@ -230,13 +247,16 @@ static void clk_fix(void) {
   if (!CLK.tsc) return;
   uint64_t tn = _hpcmem_prim_now_ns();
   if (tn - CLK.last_fix < 500000000u || !_hpcmem_tlock_try(&CLK.lock, _hpcmem_trace_tid())) return;
-  uint64_t cn = __builtin_ia32_rdtsc();
+  uint64_t cn;
+  clk_pair(&cn, &tn);
   uint32_t n = CLK.n;
   const hmt_anchor_t *cur = &CLK.a[(n - 1) % HMT_ANCHORS];
   uint64_t pn = tsc_ns(cur, cn);
   hmt_anchor_t a = {cn, pn, (uint64_t)(((unsigned __int128)(tn - CLK.t0) << 32) / (cn - CLK.c0))};
-  /* far off (the machine slept, the VM moved): start from the truth */
-  if (pn > tn + 1000000 || tn > pn + 1000000) a.t = tn > cur->t ? tn : cur->t;
+  /* behind: catch up (a jump forward keeps the order); far ahead (the
+   * machine slept, the VM moved): start from the truth; a little ahead:
+   * keep the line, so time never goes back, and let the new rate close it */
+  if (tn > pn || pn > tn + 1000000) a.t = tn > cur->t ? tn : cur->t;
   CLK.a[n % HMT_ANCHORS] = a;
   __atomic_store_n(&CLK.n, n + 1, __ATOMIC_RELEASE);
   CLK.last_fix = tn;

@@ -15,7 +15,7 @@
 
 #define HPCMEM_OPTIONS(X) \
   X(VERBOSE, BOOL, "0", 0, 1, "", "print every effective setting at start-up") \
-  X(HEAPS, INT, "0", 0, 256, "", "thread-group heaps; 0 = one per cache/NUMA group of the hwloc topology") \
+  X(HEAPS, INT, "0", 0, 64, "", "thread-group heaps (at most 64); 0 = one per cache/NUMA group of the hwloc topology") \
   X(BLOCK_SIZE, POW2, "4K", 4096, HPCMEM_MI, "", "datablock size of the group heaps") \
   X(LARGE_THRESHOLD, SIZE, "128K", 16 * HPCMEM_KI, HPCMEM_GI, "", "requests of at least this size go to the large-block tier") \
   X(LARGE_ALIGN, POW2, "256", 16, 4096, "", "alignment of large-block data (bytes)") \

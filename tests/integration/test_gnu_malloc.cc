@@ -52,6 +52,9 @@ const char *unusual_settings() {
   const char *seg = getenv("HPCMEM_DEFAULT_SEGMENT"), *trace = getenv("HPCMEM_TRACE");
   if (seg && *seg && strcmp(seg, "private") != 0) return "HPCMEM_DEFAULT_SEGMENT is set";
   if (trace && *trace && strcmp(trace, "0") != 0) return "HPCMEM_TRACE is set";
+  // the sizes and counts below assume the tiers' default geometry
+  for (const char *v : {"HPCMEM_BLOCK_SIZE", "HPCMEM_LARGE_THRESHOLD", "HPCMEM_LARGE_ALIGN", "HPCMEM_DECAY_MS"})
+    if (const char *x = getenv(v); x && *x) return v;
   return nullptr;
 }
 
@@ -132,7 +135,8 @@ TEST(malloc_trim, gives_back_empty_spans_and_free_large_pages) {
   EXPECT_GT(mallinfo2().keepcost, 0u);
   EXPECT_EQ(malloc_trim(0), 1);
   size_t after = rss_bytes();
-  EXPECT_LE(after, base + (256 << 10)) << "before " << base << ", full " << full;
+  // all of the 42 MiB but the management pages the spans needed (~350 KiB in a debug build)
+  EXPECT_LE(after, base + (512 << 10)) << "before " << base << ", full " << full;
   EXPECT_EQ(mallinfo2().keepcost, 0u);
   EXPECT_EQ(hpcmem_check(), 0);
 }
@@ -251,6 +255,7 @@ TEST(malloc_stats, prints_system_and_in_use_bytes_per_tier_to_stderr) {
 }
 
 TEST(malloc_info, writes_a_heap_element_per_heap_with_free_objects_by_size) {
+  if (const char *why = unusual_settings()) GTEST_SKIP() << why;   // small objects in a segment are no span's
   // a freed object in every tenth slot stays on its span's free list (the
   // bins overflow into the spans; the live neighbours keep the spans)
   std::vector<void *> v;

@@ -252,6 +252,30 @@ TEST(hpcmem_seg_info, describes_each_segment) {
   EXPECT_EQ(hpcmem_seg_info(HPCMEM_SEG_SHARED, nullptr), -EINVAL);
 }
 
+// hpcmem_stats' mapped, retained and decayed bytes counted the private
+// regions only: a program whose arrays live in a segment saw none of them.
+TEST(hpcmem_stats, mapped_retained_and_decayed_include_the_segments) {
+  if (getenv("HPCMEM_DECAY_MS")) GTEST_SKIP() << "HPCMEM_DECAY_MS is set";
+  for (int seg : {HPCMEM_SEG_INTERLEAVED, HPCMEM_SEG_SHARED}) {
+    hpcmem_stats_t s0, s1, s2, s3;
+    ASSERT_EQ(hpcmem_stats(&s0), 0);
+    const size_t n = 48 << 20;
+    char *p = (char *)hpcmem_malloc_seg(n, seg);
+    ASSERT_NE(p, nullptr) << seg;
+    memset(p, 1, n);
+    ASSERT_EQ(hpcmem_stats(&s1), 0);
+    EXPECT_GE(s1.current_bytes, n) << seg;
+    EXPECT_GE(s1.mapped_bytes, s1.current_bytes) << seg;   // the block's address space is counted
+    free(p);                     // free and dirty: retained until it decays (1 s by default)
+    ASSERT_EQ(hpcmem_stats(&s2), 0);
+    EXPECT_GE(s2.retained_bytes, s0.retained_bytes + n / 2) << seg;
+    EXPECT_EQ(malloc_trim(0), 1) << seg;   // gives it back now
+    ASSERT_EQ(hpcmem_stats(&s3), 0);
+    EXPECT_GE(s3.decayed_bytes, s2.decayed_bytes + n / 2) << seg;
+    EXPECT_LE(s3.retained_bytes + n / 2, s2.retained_bytes) << seg;
+  }
+}
+
 TEST(hpcmem_seg_stats, count_exactly_and_add_up_to_the_totals) {
   hpcmem_seg_stats_t before[3], after[3];
   for (int s : kSegs) ASSERT_EQ(hpcmem_seg_stats(s, &before[s]), 0);

@@ -21,6 +21,9 @@ static hpcmem_stats_t snap() {
 // timeline is not published (src/api/stats.c, _hpcmem_stats_drifted); the
 // figures must still be exact.
 TEST(hpcmem_stats, quiet_large_blocks_of_one_thread_stay_exact) {
+  // above a raised threshold 128 - 700 KiB are runs of the group heap, whose
+  // usable size is a power of two of datablocks
+  if (getenv("HPCMEM_LARGE_THRESHOLD")) GTEST_SKIP() << "HPCMEM_LARGE_THRESHOLD is set";
 #ifdef __GLIBC__
   ASSERT_NE(__libc_single_threaded, 0);
 #endif
@@ -66,6 +69,7 @@ TEST(hpcmem_stats, quiet_large_blocks_of_one_thread_stay_exact) {
 // between large ones must stay counted exactly, and a loop of nothing but
 // such large blocks must still be timed.
 TEST(hpcmem_stats, plain_range_follows_peak_reset_timeline_and_timing) {
+  if (getenv("HPCMEM_LARGE_THRESHOLD")) GTEST_SKIP() << "HPCMEM_LARGE_THRESHOLD is set";
 #ifdef __GLIBC__
   ASSERT_NE(__libc_single_threaded, 0);
 #endif

@@ -1,7 +1,12 @@
 /* Prints where plain malloc puts blocks and what the interleaved segment is
  * made of, for tests/segment/test_seg_env.sh:
- *   default <seg> small <seg> large <seg> calloc <seg> nodes <list> check <rc> */
+ *   default <seg> small <seg> large <seg> calloc <seg> realloc <kept|lost> zero <0|1>
+ *   fork <copy|shared|failed> nodes <list> check <rc>
+ * fork: a forked child writes into a plain malloc block and grows it to
+ * 96 MiB; the parent's block must keep its bytes (copy). */
 #include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include "hpcmem.h"
@@ -13,12 +18,22 @@ int main(void) {
   int zero_ok = 1;
   for (int i = 0; i < 1000000; i += 4093) zero_ok &= zero[i] == 0;
   char *grown = realloc(small, 5000);
+  const char *forked = "failed";
+  pid_t pid = fork();
+  if (pid == 0) {
+    memset(large, 7, 3 << 20);
+    char *g = realloc(large, 96 << 20);   /* more than a 64M interleaved segment holds */
+    _exit(g && g[0] == 7 ? 0 : 1);
+  }
+  int st = 0;
+  if (pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0)
+    forked = large[0] == 2 && large[(3 << 20) - 1] == 2 ? "copy" : "shared";
   hpcmem_seg_info_t in;
   hpcmem_seg_info(HPCMEM_SEG_INTERLEAVED, &in);
-  printf("default %s small %s large %s calloc %s realloc %s zero %d nodes %s",
+  printf("default %s small %s large %s calloc %s realloc %s zero %d fork %s nodes %s",
          hpcmem_seg_name(hpcmem_seg_default()), hpcmem_seg_name(hpcmem_seg_of(grown)),
          hpcmem_seg_name(hpcmem_seg_of(large)), hpcmem_seg_name(hpcmem_seg_of(zero)),
-         grown[4999] == 0 || grown[0] == 1 ? "kept" : "lost", zero_ok, in.nodes);
+         grown[4999] == 0 || grown[0] == 1 ? "kept" : "lost", zero_ok, forked, in.nodes);
   free(grown);
   free(large);
   free(zero);

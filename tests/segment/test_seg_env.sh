@@ -1,6 +1,8 @@
 #!/bin/sh
 # The segment settings, in fresh processes (tests/segment/seg_probe.c):
-# HPCMEM_DEFAULT_SEGMENT routes plain malloc; HPCMEM_INTERLEAVE_NODES is
+# HPCMEM_DEFAULT_SEGMENT routes plain malloc (outside MPI the shared
+# segment is process-local memory that forked children share, so plain
+# malloc stays private there); HPCMEM_INTERLEAVE_NODES is
 # checked against the topology (the saved 4-node machine here) with a
 # warning and a documented fallback for nodes that do not exist.
 probe=$top_builddir/tests/segment/seg_probe
@@ -17,11 +19,19 @@ expect() {  # case pattern-in-stdout [pattern-in-stderr]
 }
 
 run HPCMEM_REPORT=off
-expect default_private 'default private small private large private calloc private realloc kept zero 1 .* check 0'
+expect default_private 'default private small private large private calloc private realloc kept zero 1 fork copy .* check 0'
 run HPCMEM_DEFAULT_SEGMENT=interleaved
-expect default_interleaved 'default interleaved small interleaved large interleaved calloc interleaved realloc kept zero 1 .* check 0'
+expect default_interleaved 'default interleaved small interleaved large interleaved calloc interleaved realloc kept zero 1 fork copy .* check 0'
+# realloc past what the default segment holds moves the block to private memory, as malloc does
+run HPCMEM_DEFAULT_SEGMENT=interleaved HPCMEM_INTERLEAVED_SIZE=64M
+expect default_interleaved_full_realloc_falls_back 'default interleaved small interleaved .* fork copy .* check 0'
 run HPCMEM_DEFAULT_SEGMENT=shared
-expect default_shared_without_mpi 'default shared small shared large shared calloc shared realloc kept zero 1 .* check 0'
+expect default_shared_without_mpi_stays_private 'default shared small private large private calloc private realloc kept zero 1 fork copy .* check 0'
+# a program that forks and reads its child's output through a pipe (bash's $(...))
+if env HPCMEM_DEFAULT_SEGMENT=shared LD_PRELOAD="$top_builddir/.libs/libhpcmem.so" \
+     bash -c 'for i in 1 2 3 4 5; do x=$(echo hi); done; echo "$x"' > "$tmp/out" 2> "$tmp/err" &&
+   [ "$(cat "$tmp/out")" = hi ]; then ok default_shared_without_mpi_bash_forks
+else fail default_shared_without_mpi_bash_forks "$(cat "$tmp/out") / $(head -c 400 "$tmp/err")"; fi
 run HPCMEM_DEFAULT_SEGMENT=numa
 expect default_bad_value 'default private' 'HPCMEM_DEFAULT_SEGMENT.*numa'
 run HPCMEM_INTERLEAVE_NODES=0

@@ -49,6 +49,12 @@ if [ $rc -eq 0 ] && [ "$(grep -c ': OK$' "$tmp/out2")" -eq $np ] && ! grep -q 'p
 else
   echo "[  FAILED  ] seg_shared.default_segment_with_tracing (exit $rc)"; cat "$tmp/out2"; sed -n 1,10p "$tmp/err2"; fails=$((fails + 1))
 fi
+# ... and a rank that forks: the child's writes to malloc's objects stay in the child
+if [ $rc -eq 0 ] && [ "$(grep -c ': fork OK$' "$tmp/out2")" -eq $np ]; then
+  echo "[       OK ] seg_shared.default_segment_fork_gives_the_child_a_copy"
+else
+  echo "[  FAILED  ] seg_shared.default_segment_fork_gives_the_child_a_copy (exit $rc)"; grep fork "$tmp/out2"; fails=$((fails + 1))
+fi
 # no file left behind in the shared directory
 if ls /dev/shm/hpcmem-shared-* >/dev/null 2>&1; then
   echo "[  FAILED  ] seg_shared.file_removed ($(ls /dev/shm/hpcmem-shared-* | head -3))"; fails=$((fails + 1))

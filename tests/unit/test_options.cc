@@ -105,8 +105,14 @@ TEST(options, int_range_and_malformed) {
   EXPECT_EQ(_hpcmem_opt(HEAPS), 8);
   std::string err = load({"HPCMEM_HEAPS=1000"});
   EXPECT_EQ(_hpcmem_opt(HEAPS), 0);
-  EXPECT_EQ(err, "libhpcmem: warning: HPCMEM_HEAPS='1000' is not valid (accepted: an integer from 0 to 256); "
+  EXPECT_EQ(err, "libhpcmem: warning: HPCMEM_HEAPS='1000' is not valid (accepted: an integer from 0 to 64); "
                  "using the default 0\n");
+  // the heap table has 64 entries: 65 was accepted and quietly cut to 64
+  err = load({"HPCMEM_HEAPS=65"});
+  EXPECT_EQ(_hpcmem_opt(HEAPS), 0);
+  EXPECT_NE(err.find("HPCMEM_HEAPS='65' is not valid (accepted: an integer from 0 to 64)"), std::string::npos) << err;
+  EXPECT_EQ(load({"HPCMEM_HEAPS=64"}), "");
+  EXPECT_EQ(_hpcmem_opt(HEAPS), 64);
   err = load({"HPCMEM_HEAPS=8K"});  // ints take no suffix
   EXPECT_NE(err.find("HPCMEM_HEAPS='8K' is not valid"), std::string::npos);
 }

@@ -280,7 +280,17 @@ TEST_F(topo_load_sysfs, threads_without_numa_directory_as_hwloc) {
 TEST_F(topo_load_sysfs, this_machine_as_hwloc) {
   if (access("/sys/devices/system/cpu/online", R_OK) != 0) GTEST_SKIP() << "no sysfs";
   Snapshot s = from_sysfs("/");
-  expect_same(s, from_hwloc("/"));
+  Snapshot h = from_hwloc("/");
+  if (access("/sys/devices/system/cpu/cpu0/cache", F_OK) != 0) {
+    // a kernel that lists no caches (some virtual machines): the groups are
+    // the NUMA nodes (docs/topology.md), while hwloc reads caches from CPUID
+    EXPECT_EQ(s.order, h.order);
+    EXPECT_EQ(s.numa, h.numa);
+    EXPECT_EQ(s.nodes, h.nodes);
+    EXPECT_EQ(s.levels[0], "NUMA node");
+    GTEST_SKIP() << "sysfs lists no caches here: only the cpus and nodes are compared with hwloc's";
+  }
+  expect_same(s, h);
 }
 
 TEST_F(topo_load_sysfs, details_come_from_hwloc_at_first_use) {
