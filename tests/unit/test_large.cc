@@ -234,6 +234,28 @@ TEST(_hpcmem_large_alloc, SplitsWhenRemainderIsLarge) {
   EXPECT_EQ(t.check(), 0);
 }
 
+// Every live block, whole and in address order; free ones are not reported
+// (a forked rank copies its part of the shared segment with it).
+TEST(_hpcmem_large_each_live, ReportsLiveBlocksInAddressOrder) {
+  Tier t;
+  char *a = t.alloc(300 * KiB), *b = t.alloc(200 * KiB), *c = t.alloc(500 * KiB);
+  ASSERT_TRUE(a && b && c);
+  ASSERT_EQ(t.free(b), 0);
+  struct Seen { std::vector<std::pair<char *, size_t>> v; } seen;
+  _hpcmem_large_each_live(&t.L, [](void *arg, char *start, size_t bytes) {
+    static_cast<Seen *>(arg)->v.push_back({start, bytes});
+  }, &seen);
+  ASSERT_EQ(seen.v.size(), 2u);
+  EXPECT_LT(seen.v[0].first, seen.v[1].first);
+  char *want[] = {a, c};
+  size_t asked[] = {300 * KiB, 500 * KiB};
+  for (int i = 0; i < 2; i++) {   // the block holds the data the caller got
+    EXPECT_LE(seen.v[i].first, want[i]);
+    EXPECT_GE(seen.v[i].first + seen.v[i].second, want[i] + asked[i]);
+  }
+  EXPECT_EQ(t.check(), 0);
+}
+
 TEST(_hpcmem_large_alloc, NoSplitBelowThreshold) {
   Tier t;
   char *a = t.alloc(4 * MiB), *guard = t.alloc(256 * KiB);
@@ -2260,6 +2282,35 @@ TEST(_hpcmem_prim_resident, TouchedAndUntouchedPages) {
   munmap(m + 2 * pg, 2 * pg);
   EXPECT_EQ(_hpcmem_prim_resident(m + 3 * pg), -ENOMEM);   // not mapped
   munmap(m, 2 * pg);
+}
+
+// A private copy takes the place of shared pages: writes after the move stay
+// in this mapping, the old one (still mapped elsewhere) keeps its bytes.
+TEST(_hpcmem_prim_move_over, ReplacesTheTargetRange) {
+  size_t pg = page();
+  char *shared = (char *)_hpcmem_prim_shm_anon(4 * pg);
+  ASSERT_NE(shared, nullptr);
+  memset(shared, 1, 4 * pg);
+  char *copy = (char *)_hpcmem_prim_reserve(2 * pg, pg);
+  ASSERT_NE(copy, nullptr);
+  memcpy(copy, shared + pg, 2 * pg);
+  pid_t pid = fork();   // the child keeps the shared pages: it sees writes there, not in the copy
+  if (pid == 0) {
+    usleep(300000);
+    _exit(shared[pg] * 10 + shared[0]);
+  }
+  ASSERT_EQ(_hpcmem_prim_move_over(copy, shared + pg, 2 * pg), 0);
+  shared[pg] = 9;                                    // the private copy
+  shared[0] = 5;                                     // still shared
+  EXPECT_EQ(shared[2 * pg + 1], 1);
+  EXPECT_EQ(_hpcmem_prim_resident(copy), -ENOMEM);   // the source range is gone
+  int st = 0;
+  ASSERT_EQ(waitpid(pid, &st, 0), pid);
+  EXPECT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 15);
+  // not page aligned / not mapped: the kernel's error
+  EXPECT_EQ(_hpcmem_prim_move_over(copy, shared + 1, pg), -EINVAL);
+  _hpcmem_prim_release(shared, 4 * pg);
 }
 
 TEST(_hpcmem_prim_decommit_many, EveryRangeGoesBack) {
