@@ -96,8 +96,8 @@ void _hpcmem_init(void) {
   int rc = _hpcmem_heaps_init(heaps, shift);
   if (rc == -ENOMEM && heaps > 1) rc = _hpcmem_heaps_init(heaps = 1, shift);   /* an address-space limit */
   if (rc == 0) rc = _hpcmem_large_init(&_hpcmem_large, NULL);
-  size_t limit_mib = _hpcmem_prim_as_limit() >> 20;
   if (rc < 0) {
+    size_t limit_mib = _hpcmem_prim_as_limit() >> 20;
     if (limit_mib)
       _hpcmem_fatal("cannot reserve address space for the heaps (%u of 16 GiB each, and 1 GiB - 1 TiB for large "
                     "blocks): %s; the address-space limit (ulimit -v) is %zu MiB, libhpcmem needs at least "
@@ -108,7 +108,7 @@ void _hpcmem_init(void) {
   size_t large_mib = (size_t)(_hpcmem_large.end - _hpcmem_large.base) >> 20;
   if ((heaps < wanted || large_mib < ((size_t)1 << 20)) && _hpcmem_opt(VERBOSE))
     _hpcmem_info("the address-space limit (ulimit -v, %zu MiB) leaves %u of %u heaps and %zu MiB of the 1 TiB "
-                 "region for large blocks (docs/footprint.md)", limit_mib, heaps, wanted, large_mib);
+                 "region for large blocks (docs/footprint.md)", _hpcmem_prim_as_limit() >> 20, heaps, wanted, large_mib);
   _hpcmem_tcache_init_process();
   _hpcmem_stats_init();
   fast_lim = _hpcmem_large_threshold < HPCMEM_SMALL_MAX + 1 ? _hpcmem_large_threshold : HPCMEM_SMALL_MAX + 1;
