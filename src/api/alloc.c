@@ -75,6 +75,40 @@ HPCMEM_NOINLINE static void late_back(void) {
 
 static unsigned log2_of(size_t v) { return 63u - (unsigned)__builtin_clzll(v); }
 
+/* The start's reservations fell short (an address-space limit, ulimit -v):
+ * one heap instead of one per cpu, then a large-block region halved down to
+ * 1 GiB; what is still missing stops the process with the reason, what was
+ * taken is said with HPCMEM_VERBOSE.  Out of line: a start without such a
+ * limit never runs it. */
+HPCMEM_NOINLINE __attribute__((cold)) static void start_short(int rc, unsigned wanted, unsigned shift) {
+  unsigned heaps = wanted;
+  if (!_hpcmem_heaps.count) rc = heaps > 1 ? _hpcmem_heaps_init(heaps = 1, shift) : rc;
+  else rc = -ENOMEM;                   /* the heaps are there: the large region is not */
+  if (rc == 0 || _hpcmem_heaps.count) {
+    hpcmem_large_config_t c;           /* as _hpcmem_large_init(&_hpcmem_large, NULL) */
+    _hpcmem_large_config_from_options(&c);
+    c.warm = (size_t)_hpcmem_opt(LARGE_THRESHOLD);
+    c.tcache = 1;
+    rc = -ENOMEM;
+    for (size_t r = c.reserve; rc == -ENOMEM && r >= ((size_t)1 << 30); r /= 2) {
+      c.reserve = r;
+      rc = _hpcmem_large_init(&_hpcmem_large, &c);
+    }
+  }
+  size_t limit_mib = _hpcmem_prim_as_limit() >> 20;
+  if (rc < 0 && limit_mib)
+    _hpcmem_fatal("cannot reserve address space for the heaps (%u of 16 GiB each, and 1 GiB - 1 TiB for large "
+                  "blocks): %s; the address-space limit (ulimit -v) is %zu MiB, libhpcmem needs at least "
+                  "19 GiB (docs/footprint.md)", heaps, strerror(-rc), limit_mib);
+  if (rc < 0)
+    _hpcmem_fatal("cannot reserve address space for the heaps (%u of 16 GiB each, and 1 GiB - 1 TiB for large blocks): %s",
+                  heaps, strerror(-rc));
+  if (_hpcmem_opt(VERBOSE))
+    _hpcmem_info("the address-space limit (ulimit -v, %zu MiB) leaves %u of %u heaps and %zu MiB of the 1 TiB "
+                 "region for large blocks (docs/footprint.md)", limit_mib, heaps, wanted,
+                 (size_t)(_hpcmem_large.end - _hpcmem_large.base) >> 20);
+}
+
 void _hpcmem_init(void) {
   _hpcmem_lock(&init_lock);
   if (_hpcmem_ready) { _hpcmem_unlock(&init_lock); return; }
@@ -92,23 +126,9 @@ void _hpcmem_init(void) {
   if (ncpu <= 0) ncpu = sysconf(_SC_NPROCESSORS_CONF);
   unsigned heaps = _hpcmem_opt(HEAPS) ? (unsigned)_hpcmem_opt(HEAPS) : (unsigned)(ncpu > 0 ? ncpu : 1);
   if (heaps > HPCMEM_MAX_HEAPS) heaps = HPCMEM_MAX_HEAPS;   /* cpus beyond share heaps (HPCMEM_HEAPS stops at 64) */
-  unsigned shift = log2_of((size_t)_hpcmem_opt(BLOCK_SIZE)), wanted = heaps;
+  unsigned shift = log2_of((size_t)_hpcmem_opt(BLOCK_SIZE));
   int rc = _hpcmem_heaps_init(heaps, shift);
-  if (rc == -ENOMEM && heaps > 1) rc = _hpcmem_heaps_init(heaps = 1, shift);   /* an address-space limit */
-  if (rc == 0) rc = _hpcmem_large_init(&_hpcmem_large, NULL);
-  if (rc < 0) {
-    size_t limit_mib = _hpcmem_prim_as_limit() >> 20;
-    if (limit_mib)
-      _hpcmem_fatal("cannot reserve address space for the heaps (%u of 16 GiB each, and 1 GiB - 1 TiB for large "
-                    "blocks): %s; the address-space limit (ulimit -v) is %zu MiB, libhpcmem needs at least "
-                    "19 GiB (docs/footprint.md)", heaps, strerror(-rc), limit_mib);
-    _hpcmem_fatal("cannot reserve address space for the heaps (%u of 16 GiB each, and 1 GiB - 1 TiB for large blocks): %s",
-                  heaps, strerror(-rc));
-  }
-  size_t large_mib = (size_t)(_hpcmem_large.end - _hpcmem_large.base) >> 20;
-  if ((heaps < wanted || large_mib < ((size_t)1 << 20)) && _hpcmem_opt(VERBOSE))
-    _hpcmem_info("the address-space limit (ulimit -v, %zu MiB) leaves %u of %u heaps and %zu MiB of the 1 TiB "
-                 "region for large blocks (docs/footprint.md)", _hpcmem_prim_as_limit() >> 20, heaps, wanted, large_mib);
+  if (rc < 0 || (rc = _hpcmem_large_init(&_hpcmem_large, NULL)) < 0) start_short(rc, heaps, shift);
   _hpcmem_tcache_init_process();
   _hpcmem_stats_init();
   fast_lim = _hpcmem_large_threshold < HPCMEM_SMALL_MAX + 1 ? _hpcmem_large_threshold : HPCMEM_SMALL_MAX + 1;

@@ -961,7 +961,6 @@ int _hpcmem_large_init(hpcmem_large_t *L, const hpcmem_large_config_t *cfg) {
   if (c.reserve > ((size_t)1 << 46)) return -ENOMEM;
   if (c.region && ((uintptr_t)c.region % c.align || c.reserve % c.align)) return -EINVAL;
   size_t reserve = c.region ? c.reserve : up(c.reserve, gran);
-retry:;
   size_t cap = reserve / c.align + 2;
   if (cap > REC_CAP_MAX) cap = REC_CAP_MAX;
   size_t hcap_max = HASH_MIN;
@@ -977,11 +976,6 @@ retry:;
   size_t spot_bytes = reserve / page < UINT32_MAX - SPOT_DMAX ? up((SPOT_DMAX + 1) * SPOT_WAYS * sizeof(spot_t), page) : 0;
   size_t meta = up(rec_bytes + 2 * hbytes + ring_bytes + hbits_bytes + bits_bytes + spot_bytes, gran);
   char *map = _hpcmem_prim_reserve(c.region ? meta : meta + reserve, gran);
-  /* an address-space limit (ulimit -v): a smaller region, down to 1 GiB */
-  if (!map && errno == ENOMEM && !c.region && reserve / 2 >= ((size_t)1 << 30) && reserve / 2 >= gran) {
-    reserve = up(reserve / 2, gran);
-    goto retry;
-  }
   if (!map) return -(errno ? errno : ENOMEM);
 
   memset(L, 0, sizeof *L);
