@@ -75,6 +75,40 @@ HPCMEM_NOINLINE static void late_back(void) {
 
 static unsigned log2_of(size_t v) { return 63u - (unsigned)__builtin_clzll(v); }
 
+/* The start's reservations fell short (an address-space limit, ulimit -v):
+ * one heap instead of one per cpu, then a large-block region halved down to
+ * 1 GiB; what is still missing stops the process with the reason, what was
+ * taken is said with HPCMEM_VERBOSE.  Out of line: a start without such a
+ * limit never runs it. */
+HPCMEM_NOINLINE __attribute__((cold)) static void start_short(int rc, unsigned wanted, unsigned shift) {
+  unsigned heaps = wanted;
+  if (!_hpcmem_heaps.count) rc = heaps > 1 ? _hpcmem_heaps_init(heaps = 1, shift) : rc;
+  else rc = -ENOMEM;                   /* the heaps are there: the large region is not */
+  if (rc == 0 || _hpcmem_heaps.count) {
+    hpcmem_large_config_t c;           /* as _hpcmem_large_init(&_hpcmem_large, NULL) */
+    _hpcmem_large_config_from_options(&c);
+    c.warm = (size_t)_hpcmem_opt(LARGE_THRESHOLD);
+    c.tcache = 1;
+    rc = -ENOMEM;
+    for (size_t r = c.reserve; rc == -ENOMEM && r >= ((size_t)1 << 30); r /= 2) {
+      c.reserve = r;
+      rc = _hpcmem_large_init(&_hpcmem_large, &c);
+    }
+  }
+  size_t limit_mib = _hpcmem_prim_as_limit() >> 20;
+  if (rc < 0 && limit_mib)
+    _hpcmem_fatal("cannot reserve address space for the heaps (%u of 16 GiB each, and 1 GiB - 1 TiB for large "
+                  "blocks): %s; the address-space limit (ulimit -v) is %zu MiB, libhpcmem needs at least "
+                  "19 GiB (docs/footprint.md)", heaps, strerror(-rc), limit_mib);
+  if (rc < 0)
+    _hpcmem_fatal("cannot reserve address space for the heaps (%u of 16 GiB each, and 1 GiB - 1 TiB for large blocks): %s",
+                  heaps, strerror(-rc));
+  if (_hpcmem_opt(VERBOSE))
+    _hpcmem_info("the address-space limit (ulimit -v, %zu MiB) leaves %u of %u heaps and %zu MiB of the 1 TiB "
+                 "region for large blocks (docs/footprint.md)", limit_mib, heaps, wanted,
+                 (size_t)(_hpcmem_large.end - _hpcmem_large.base) >> 20);
+}
+
 void _hpcmem_init(void) {
   _hpcmem_lock(&init_lock);
   if (_hpcmem_ready) { _hpcmem_unlock(&init_lock); return; }
@@ -92,10 +126,9 @@ void _hpcmem_init(void) {
   if (ncpu <= 0) ncpu = sysconf(_SC_NPROCESSORS_CONF);
   unsigned heaps = _hpcmem_opt(HEAPS) ? (unsigned)_hpcmem_opt(HEAPS) : (unsigned)(ncpu > 0 ? ncpu : 1);
   if (heaps > HPCMEM_MAX_HEAPS) heaps = HPCMEM_MAX_HEAPS;   /* cpus beyond share heaps (HPCMEM_HEAPS stops at 64) */
-  if (_hpcmem_heaps_init(heaps, log2_of((size_t)_hpcmem_opt(BLOCK_SIZE))) < 0 ||
-      _hpcmem_large_init(&_hpcmem_large, NULL) < 0)
-    _hpcmem_fatal("cannot reserve address space for the heaps (%u heaps of 16 GiB, 1 TiB large region): %s",
-                  heaps, strerror(errno));
+  unsigned shift = log2_of((size_t)_hpcmem_opt(BLOCK_SIZE));
+  int rc = _hpcmem_heaps_init(heaps, shift);
+  if (rc < 0 || (rc = _hpcmem_large_init(&_hpcmem_large, NULL)) < 0) start_short(rc, heaps, shift);
   _hpcmem_tcache_init_process();
   _hpcmem_stats_init();
   fast_lim = _hpcmem_large_threshold < HPCMEM_SMALL_MAX + 1 ? _hpcmem_large_threshold : HPCMEM_SMALL_MAX + 1;
@@ -136,7 +169,7 @@ hpcmem_tcache_t *_hpcmem_thread_cache(void) {
 /* fork: the child gets consistent heaps and only its own thread cache */
 static void fork_prepare(void) {
   _hpcmem_tcache_fork_prepare();
-  _hpcmem_seg_fork_prepare();
+  _hpcmem_seg_fork_prepare(_hpcmem_default_seg == HPCMEM_SEG_SHARED);
   _hpcmem_heaps_fork_prepare();
   _hpcmem_large_fork_prepare(&_hpcmem_large);
 }
@@ -149,7 +182,7 @@ static void fork_parent(void) {
 static void fork_child(void) {
   _hpcmem_large_fork_child(&_hpcmem_large);
   _hpcmem_heaps_fork_child();
-  _hpcmem_seg_fork_child(_hpcmem_default_seg == HPCMEM_SEG_SHARED);
+  _hpcmem_seg_fork_child();
   _hpcmem_tcache_fork_child();
   _hpcmem_stats_plain_clear();   /* single-threaded again, with the parent's range */
 }
@@ -291,14 +324,18 @@ static void *alloc_slow(hpcmem_tcache_t *t, size_t n, size_t align, int zeroed) 
       p = t->fresh[cls];
       t->fresh[cls] += _hpcmem_class_size[cls];
       b->nfresh--;
-    } else if (!(p = _hpcmem_tcache_refill(t, cls))) { errno = ENOMEM; return NULL; }
+    } else if (!(p = _hpcmem_tcache_refill(t, cls))) {
+      goto large;
+    }
     usable = _hpcmem_class_size[cls];
   } else if (n < _hpcmem_large_threshold && (p = _hpcmem_heap_run_alloc(t->heap, n, align)) != NULL) {
     usable = _hpcmem_span_of(p)->run_size;
   } else {
-    /* a run the heap's slice has no room for comes from the large tier too
-     * (free, realloc and malloc_usable_size find a block by its address);
-     * nothing is written into a large block: an untouched block costs no page */
+  large:
+    /* a span or run the heap's slice has no room for comes from the large
+     * tier too (free, realloc and malloc_usable_size find a block by its
+     * address); nothing is written into a large block: an untouched block
+     * costs no page */
     p = zeroed ? _hpcmem_large_alloc_zeroed(&_hpcmem_large, n, align, &usable)
                : _hpcmem_large_alloc_usable(&_hpcmem_large, n, align, &usable);
     if (!p) { errno = ENOMEM; return NULL; }
@@ -752,9 +789,9 @@ static void *realloc_in_segment(hpcmem_tcache_t *t, hpcmem_segment_t *seg, void 
   }
   int id = _hpcmem_seg_id(seg), saved = errno;
   void *q = _hpcmem_seg_alloc_for(t, id, n, 0, 0);
-  /* plain malloc's block moves to private memory, as malloc falls back to
-   * it; a block asked for in its segment stays there or fails */
-  if (!q && id == _hpcmem_default_seg) { errno = saved; q = _hpcmem_alloc_private(t, n, 0, 0); }
+  /* plain realloc of a default-segment block moves it to private memory, as
+   * malloc falls back to it; hpcmem_realloc_seg keeps it there or fails */
+  if (!q && id == _hpcmem_default_seg && !t->keep_seg) { errno = saved; q = _hpcmem_alloc_private(t, n, 0, 0); }
   if (!q) return NULL;                                /* p is left untouched */
   memcpy(q, p, old < n ? old : n);
   free(p);

@@ -140,7 +140,14 @@ EXPORT void *hpcmem_realloc_seg(void *p, size_t size, int seg) {
   if (s < 0) { errno = EINVAL; return NULL; }
   if (!p) return hpcmem_malloc_seg(size, s);
   int have = hpcmem_seg_of(p);
-  if (have == s) return realloc(p, size ? size : 1);   /* realloc keeps a block in its segment */
+  if (have == s) {                   /* realloc keeps a block in its segment, or fails */
+    hpcmem_tcache_t *t = _hpcmem_thread_cache();
+    if (!t) { errno = ENOMEM; return NULL; }
+    t->keep_seg++;
+    void *q = realloc(p, size ? size : 1);
+    t->keep_seg--;
+    return q;
+  }
   size_t old = malloc_usable_size(p);
   if (!old) {
     _hpcmem_warn("hpcmem_realloc_seg(%p, %zu, %s): not a live libhpcmem block; left untouched", p, size, seg_names[s]);

@@ -36,21 +36,28 @@ int _hpcmem_heaps_init(unsigned count, unsigned block_shift) {
   size_t tree = (_hpcmem_itree_mgmt_size(depth, low) + 4095) & ~(size_t)4095;
   size_t descs = nblocks * sizeof(hpcmem_span_t);         /* at most one record per block */
   size_t mgmt = tree + descs;
-  H->base = _hpcmem_prim_reserve((size_t)count << HPCMEM_SLICE_SHIFT, SLICE);
-  if (!H->base) return -ENOMEM;
-  char *m = _hpcmem_prim_reserve(mgmt * count, 4096);
-  if (!m) return -ENOMEM;
-  H->chunkmap = _hpcmem_prim_reserve(((size_t)count << (HPCMEM_SLICE_SHIFT - HPCMEM_CHUNK_SHIFT)) * sizeof(void *), 4096);
-  if (!H->chunkmap) return -ENOMEM;
-  H->pagemap = _hpcmem_prim_reserve(((size_t)count << (HPCMEM_SLICE_SHIFT - HPCMEM_PAGEMAP_SHIFT)) * sizeof(void *), 4096);
-  if (!H->pagemap) return -ENOMEM;
+  /* all or nothing: a caller may try again with fewer heaps (an address-space limit) */
+  size_t sizes[5] = {(size_t)count << HPCMEM_SLICE_SHIFT, mgmt * count,
+                     ((size_t)count << (HPCMEM_SLICE_SHIFT - HPCMEM_CHUNK_SHIFT)) * sizeof(void *),
+                     ((size_t)count << (HPCMEM_SLICE_SHIFT - HPCMEM_PAGEMAP_SHIFT)) * sizeof(void *),
+                     ((size_t)count << (HPCMEM_SLICE_SHIFT - HPCMEM_CHUNK_SHIFT)) + 4096};
+  char *got[5];
+  for (int i = 0; i < 5; i++) {
+    got[i] = _hpcmem_prim_reserve(sizes[i], i == 0 ? SLICE : 4096);
+    if (!got[i]) {
+      while (i-- > 0) _hpcmem_prim_release(got[i], sizes[i]);
+      return -ENOMEM;
+    }
+  }
+  H->base = got[0];
+  char *m = got[1];
+  H->chunkmap = (void *)got[2];
+  H->pagemap = (void *)got[3];
   /* half a page in: a young heap's entries, which every free reads, are not
    * at the start of a page, where a program's recent stores to page-aligned
    * blocks would hold up the load (as the thread caches, tcache.c):
    * alloc_sizes --mode touch, 32 KiB: 54 -> 43 cycles a round */
-  H->classmap = _hpcmem_prim_reserve(((size_t)count << (HPCMEM_SLICE_SHIFT - HPCMEM_CHUNK_SHIFT)) + 4096, 4096);
-  if (!H->classmap) return -ENOMEM;
-  H->classmap += 2048;
+  H->classmap = (void *)(got[4] + 2048);
   H->size = (size_t)count << HPCMEM_SLICE_SHIFT;
   H->count = count;
   H->block_shift = block_shift;

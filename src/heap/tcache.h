@@ -106,6 +106,7 @@ typedef struct hpcmem_tcache {
   int late_tid;                    /* a cache made after its thread's exit hook ran: the thread's id
                                       (no destructor may run again to give it back; see
                                       _hpcmem_tcache_mark_late), else 0 */
+  int keep_seg;                    /* inside hpcmem_realloc_seg: a segment block stays in its segment */
 } __attribute__((aligned(64))) hpcmem_tcache_t;
 
 /* Every thread starts on an empty, shared placeholder cache (its bins are empty

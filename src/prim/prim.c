@@ -11,11 +11,35 @@
 #include <sys/mman.h>
 #include <sys/auxv.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+/* An address-space limit (ulimit -v) counts the extra `align` of the
+ * over-reservation too (16 GiB for a heap slice): map just the size, and if
+ * it is not aligned, ask for the aligned address below or above it.  Out of
+ * line: no start runs it but one under such a limit. */
+__attribute__((noinline, cold)) static void *reserve_tight(size_t size, size_t align) {
+  if (errno != ENOMEM) return NULL;
+  char *raw = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (raw == MAP_FAILED) return NULL;
+  if (((uintptr_t)raw & (align - 1)) == 0) return raw;
+  munmap(raw, size);
+  uintptr_t down = (uintptr_t)raw & ~(uintptr_t)(align - 1);
+  uintptr_t hints[2] = {down, down + align};
+  for (int i = 0; i < 2; i++) {
+    if (!hints[i]) continue;
+    char *p = mmap((void *)hints[i], size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p == (char *)hints[i]) return p;
+    if (p != MAP_FAILED) munmap(p, size);    /* a kernel that took the address as a hint only */
+  }
+  errno = ENOMEM;
+  return NULL;
+}
 
 void *_hpcmem_prim_reserve(size_t size, size_t align) {
   size_t page = _hpcmem_prim_page_size();
@@ -24,12 +48,18 @@ void *_hpcmem_prim_reserve(size_t size, size_t align) {
   /* over-reserve by `align`, then trim both ends to the aligned range */
   char *raw = mmap(NULL, size + align, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (raw == MAP_FAILED) return NULL;
+  if (raw == MAP_FAILED) return align > page ? reserve_tight(size, align) : NULL;
   char *p = (char *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
   if (p > raw) munmap(raw, (size_t)(p - raw));
   size_t tail = (size_t)(raw + size + align - (p + size));
   if (tail) munmap(p + size, tail);
   return p;
+}
+
+size_t _hpcmem_prim_as_limit(void) {
+  struct rlimit r;
+  if (getrlimit(RLIMIT_AS, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return 0;
+  return (size_t)r.rlim_cur;
 }
 
 int _hpcmem_prim_move_over(void *from, void *to, size_t size) {
@@ -92,6 +122,10 @@ int _hpcmem_prim_resident(const void *p) {
   unsigned char v = 0;
   void *a = (void *)((uintptr_t)p & ~(uintptr_t)(page - 1));
   return mincore(a, page, &v) == 0 ? (int)(v & 1) : -errno;
+}
+
+int _hpcmem_prim_resident_pages(const void *p, size_t size, unsigned char *vec) {
+  return mincore((void *)p, size, vec) == 0 ? 0 : -errno;
 }
 
 int _hpcmem_prim_hugepages(void *p, size_t size, int on) {

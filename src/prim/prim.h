@@ -15,6 +15,8 @@ void *_hpcmem_prim_reserve(size_t size, size_t align);
 /* Move the pages of [from, from + size) to `to`, replacing whatever was
  * mapped there (mremap MREMAP_FIXED); 0 or -errno. */
 int _hpcmem_prim_move_over(void *from, void *to, size_t size);
+/* The process's address-space limit (RLIMIT_AS, `ulimit -v`) in bytes; 0 if none. */
+size_t _hpcmem_prim_as_limit(void);
 /* Give a range back to the system entirely. */
 int _hpcmem_prim_release(void *p, size_t size);
 /* Drop the physical pages of a range (it stays mapped and reads as zero). */
@@ -27,6 +29,9 @@ int _hpcmem_prim_decommit_many(char *const *lo, char *const *hi, unsigned n, int
 /* Is the page holding p backed by memory (mincore)?  1 yes, 0 no, -errno
  * (ENOMEM: not mapped).  A residency query only: it changes nothing. */
 int _hpcmem_prim_resident(const void *p);
+/* The residency of the pages of [p, p + size) (p page aligned): bit 0 of
+ * vec[i] for page i (mincore); 0 or -errno. */
+int _hpcmem_prim_resident_pages(const void *p, size_t size, unsigned char *vec);
 /* Ask for transparent huge pages on a range (on != 0) or against them. */
 int _hpcmem_prim_hugepages(void *p, size_t size, int on);
 /* Does a fault in a range advised for huge pages make the kernel compact

@@ -278,54 +278,83 @@ int _hpcmem_seg_check(void) {
   return rc;
 }
 
-void _hpcmem_seg_fork_prepare(void) {
+struct own_copy { char *from, *to; };
+
+/* The resident pages of a live block, into the copy (a page a neighbour
+ * shares may be copied twice: the same bytes). */
+static void copy_block(void *arg, char *start, size_t bytes) {
+  struct own_copy *c = arg;
+  size_t pg = _hpcmem_prim_page_size();
+  char *lo = (char *)((uintptr_t)start & ~(uintptr_t)(pg - 1));
+  char *hi = (char *)(((uintptr_t)start + bytes + pg - 1) & ~(uintptr_t)(pg - 1));
+  unsigned char vec[256];
+  for (char *at = lo; at < hi;) {
+    size_t n = (size_t)(hi - at) / pg < sizeof vec ? (size_t)(hi - at) / pg : sizeof vec;
+    if (_hpcmem_prim_resident_pages(at, n * pg, vec) < 0) memset(vec, 1, n);   /* copy them all */
+    for (size_t i = 0; i < n; i++)
+      if (vec[i] & 1) memcpy(c->to + (at + i * pg - c->from), at + i * pg, pg);
+    at += n * pg;
+  }
+}
+
+/* With HPCMEM_DEFAULT_SEGMENT=shared a forked child must get a copy of the
+ * rank's part, which holds malloc's objects, as fork copies the rest of the
+ * heap.  The parent makes it in the fork's prepare step (a copy made in the
+ * child would see what the parent does after fork returned to it): private
+ * memory holding the live blocks' resident pages (pages never touched are
+ * holes of the node's file, which a read would fill; a tmpfs page swapped
+ * out is not resident and stays as the child sees it, shared).  The child
+ * moves it over its part; the parent lets it go. */
+static char *fork_copy;
+
+static void copy_own_part(hpcmem_segment_t *s) {
+  char *to = _hpcmem_prim_reserve(s->own_size, PART_ALIGN);
+  if (!to) {
+    _hpcmem_warn("fork: no memory for a copy of this rank's part of the shared segment (%s); "
+                 "the child shares malloc's objects there with the parent", strerror(errno));
+    return;
+  }
+  struct own_copy c = {s->own, to};
+  _hpcmem_large_each_live(&s->tier, copy_block, &c);
+  fork_copy = to;
+}
+
+void _hpcmem_seg_fork_prepare(int own_copy) {
   for (int i = HPCMEM_SEG_INTERLEAVED; i < HPCMEM_SEG_COUNT; i++) {
-    _hpcmem_lock(&_hpcmem_segs[i].lock);
-    if (_hpcmem_segs[i].state == HPCMEM_SEG_READY) _hpcmem_large_fork_prepare(&_hpcmem_segs[i].tier);
+    hpcmem_segment_t *s = &_hpcmem_segs[i];
+    _hpcmem_lock(&s->lock);
+    if (s->state != HPCMEM_SEG_READY) continue;
+    _hpcmem_large_fork_prepare(&s->tier);
+    /* a forked child's part is private already: its children copy it as any memory */
+    if (i == HPCMEM_SEG_SHARED && own_copy && !s->process_local && !forked_child) copy_own_part(s);
   }
 }
 
 void _hpcmem_seg_fork_parent(void) {
+  if (fork_copy) _hpcmem_prim_release(fork_copy, _hpcmem_segs[HPCMEM_SEG_SHARED].own_size);
+  fork_copy = NULL;
   for (int i = HPCMEM_SEG_COUNT - 1; i >= HPCMEM_SEG_INTERLEAVED; i--) {
     if (_hpcmem_segs[i].state == HPCMEM_SEG_READY) _hpcmem_large_fork_parent(&_hpcmem_segs[i].tier);
     _hpcmem_unlock(&_hpcmem_segs[i].lock);
   }
 }
 
-struct own_copy { char *from, *to; };
-
-static void copy_block(void *arg, char *start, size_t bytes) {
-  struct own_copy *c = arg;
-  memcpy(c->to + (start - c->from), start, bytes);
-}
-
-/* The rank's part becomes private memory holding what its live blocks held
- * at the fork: what fork gives the rest of the heap.  Only live blocks are
- * copied (free space may be decayed holes of the node's file, which a read
- * would fill). */
-static void copy_own_part(hpcmem_segment_t *s) {
-  char *to = _hpcmem_prim_reserve(s->own_size, PART_ALIGN);
-  struct own_copy c = {s->own, to};
-  int rc = to ? 0 : -errno;
-  if (to) {
-    _hpcmem_large_each_live(&s->tier, copy_block, &c);
-    rc = _hpcmem_prim_move_over(to, s->own, s->own_size);
-    if (rc < 0) _hpcmem_prim_release(to, s->own_size);
-  }
-  if (rc < 0)
-    _hpcmem_warn("forked child: could not copy its part of the shared segment (%s); "
-                 "malloc's objects there stay shared with the parent", strerror(-rc));
-}
-
 /* The child shares the parent's shared mapping but has a copy of its
  * records: allocating there would hand out the parent's free space twice,
  * so the child reads and writes shared objects but allocates none. */
-void _hpcmem_seg_fork_child(int own_copy) {
-  for (int i = HPCMEM_SEG_COUNT - 1; i >= HPCMEM_SEG_INTERLEAVED; i--) {
-    if (_hpcmem_segs[i].state == HPCMEM_SEG_READY) {
-      _hpcmem_large_fork_child(&_hpcmem_segs[i].tier);
-      if (i == HPCMEM_SEG_SHARED && own_copy && !_hpcmem_segs[i].process_local) copy_own_part(&_hpcmem_segs[i]);
+void _hpcmem_seg_fork_child(void) {
+  if (fork_copy) {
+    hpcmem_segment_t *s = &_hpcmem_segs[HPCMEM_SEG_SHARED];
+    int rc = _hpcmem_prim_move_over(fork_copy, s->own, s->own_size);
+    if (rc < 0) {
+      _hpcmem_prim_release(fork_copy, s->own_size);
+      _hpcmem_warn("forked child: could not put the copy of its part of the shared segment in place (%s); "
+                   "malloc's objects there stay shared with the parent", strerror(-rc));
     }
+    fork_copy = NULL;
+  }
+  for (int i = HPCMEM_SEG_COUNT - 1; i >= HPCMEM_SEG_INTERLEAVED; i--) {
+    if (_hpcmem_segs[i].state == HPCMEM_SEG_READY) _hpcmem_large_fork_child(&_hpcmem_segs[i].tier);
     _hpcmem_unlock(&_hpcmem_segs[i].lock);
   }
   forked_child = 1;

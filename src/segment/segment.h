@@ -106,10 +106,11 @@ void _hpcmem_seg_shared_fail(int err);
 int _hpcmem_seg_serves_malloc(int id);
 
 int _hpcmem_seg_check(void);
-void _hpcmem_seg_fork_prepare(void);
-void _hpcmem_seg_fork_parent(void);
 /* own_copy: the child gets a private copy of this rank's part of the
- * shared segment (plain malloc's data lives there: HPCMEM_DEFAULT_SEGMENT=shared). */
-void _hpcmem_seg_fork_child(int own_copy);
+ * shared segment, made here (plain malloc's data lives there:
+ * HPCMEM_DEFAULT_SEGMENT=shared). */
+void _hpcmem_seg_fork_prepare(int own_copy);
+void _hpcmem_seg_fork_parent(void);
+void _hpcmem_seg_fork_child(void);
 
 #endif

@@ -255,8 +255,10 @@ static void clk_fix(void) {
   hmt_anchor_t a = {cn, pn, (uint64_t)(((unsigned __int128)(tn - CLK.t0) << 32) / (cn - CLK.c0))};
   /* behind: catch up (a jump forward keeps the order); far ahead (the
    * machine slept, the VM moved): start from the truth; a little ahead:
-   * keep the line, so time never goes back, and let the new rate close it */
+   * keep the line, so time never goes back, on a rate slowed so that it
+   * meets the true clock half a second on (at most 0.2 % slower) */
   if (tn > pn || pn > tn + 1000000) a.t = tn > cur->t ? tn : cur->t;
+  else if (pn > tn) a.mult -= (uint64_t)(((unsigned __int128)a.mult * (pn - tn)) / 500000000u);
   CLK.a[n % HMT_ANCHORS] = a;
   __atomic_store_n(&CLK.n, n + 1, __ATOMIC_RELEASE);
   CLK.last_fix = tn;

@@ -46,6 +46,27 @@ const char *in_a_segment() {
   const char *seg = getenv("HPCMEM_DEFAULT_SEGMENT");
   return seg && *seg && strcmp(seg, "private") != 0 ? "HPCMEM_DEFAULT_SEGMENT is set" : nullptr;
 }
+// Runs this test program again, only the test `filter`, with variable=value
+// in its environment (and the private segment: the heaps are the subject).
+void run_again_with(const char *variable, const char *value, const char *filter) {
+  char exe[4096];
+  ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  ASSERT_GT(len, 0);
+  exe[len] = 0;
+  std::string arg = std::string("--gtest_filter=") + filter;
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv(variable, value, 1);
+    unsetenv("HPCMEM_DEFAULT_SEGMENT");
+    execl(exe, exe, arg.c_str(), (char *)nullptr);
+    _exit(127);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "with " << variable << "=" << value << ": " << (WIFSIGNALED(status) ? "killed by signal " : "exit ")
+      << (WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+}
 }  // namespace
 
 // First in this file: the class of 45000 bytes (49152) is used by no other
@@ -400,23 +421,7 @@ TEST(operator_new, throws_bad_alloc) {
 TEST(malloc, serves_sizes_between_the_largest_class_and_a_raised_threshold) {
   const char *set = getenv("HPCMEM_LARGE_THRESHOLD");
   if (!set) {
-    char exe[4096];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    ASSERT_GT(len, 0);
-    exe[len] = 0;
-    pid_t pid = fork();
-    if (pid == 0) {
-      setenv("HPCMEM_LARGE_THRESHOLD", "1M", 1);
-      unsetenv("HPCMEM_DEFAULT_SEGMENT");   // the private heap's runs are the subject
-      execl(exe, exe, "--gtest_filter=malloc.serves_sizes_between_the_largest_class_and_a_raised_threshold",
-            (char *)nullptr);
-      _exit(127);
-    }
-    int status = 0;
-    ASSERT_EQ(waitpid(pid, &status, 0), pid);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        << "with HPCMEM_LARGE_THRESHOLD=1M: " << (WIFSIGNALED(status) ? "killed by signal " : "exit ")
-        << (WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    run_again_with("HPCMEM_LARGE_THRESHOLD", "1M", "malloc.serves_sizes_between_the_largest_class_and_a_raised_threshold");
     return;
   }
   ASSERT_STREQ(set, "1M");
@@ -462,9 +467,16 @@ TEST(malloc, serves_sizes_between_the_largest_class_and_a_raised_threshold) {
 // An alignment above the datablock size makes each small request a run of
 // its own, aligned in the heap's slice: 2 MiB-aligned blocks of 100,000 bytes
 // filled the 16 GiB slice after 8,192 of them (ENOMEM; glibc serves them
-// all).  Past the slice they come from the large tier.
+// all).  Past the slice they come from the large tier, as do the spans of
+// small classes that need one then.
 TEST(posix_memalign, serves_big_alignments_beyond_a_heap_slice) {
-  // in a segment (huge pages over the whole range) each touched block would commit 2 MiB
+  // one heap, so that the small classes below have no other slice to go to
+  // (and not in a segment: with huge pages over its whole range each touched
+  // block would commit 2 MiB)
+  if (!getenv("HPCMEM_HEAPS")) {
+    run_again_with("HPCMEM_HEAPS", "1", "posix_memalign.serves_big_alignments_beyond_a_heap_slice");
+    return;
+  }
   if (const char *why = in_a_segment()) GTEST_SKIP() << why;
   std::vector<void *> many;
   for (size_t i = 0; i < 10000; i++) {
@@ -474,6 +486,19 @@ TEST(posix_memalign, serves_big_alignments_beyond_a_heap_slice) {
     ((char *)p)[99999] = 1;
     many.push_back(p);
   }
+  // the slice is full: new spans of small classes come from the large tier too
+  std::vector<char *> small;
+  for (size_t n : {(size_t)3000, (size_t)7000, (size_t)20000, (size_t)90000, (size_t)120000})
+    for (int i = 0; i < 200; i++) {
+      char *p = (char *)malloc(n);
+      ASSERT_NE(p, nullptr) << n << " bytes, object " << i << " (after the slice filled up)";
+      memset(p, 3, n);
+      small.push_back(p);
+    }
+  char *grown = (char *)realloc(small.back(), 200000);
+  ASSERT_NE(grown, nullptr);
+  small.back() = grown;
+  for (char *p : small) free(p);
   for (void *p : many) free(p);
   EXPECT_EQ(hpcmem_check(), 0);
 }

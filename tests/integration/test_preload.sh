@@ -32,4 +32,16 @@ compare sort sort -n "$tmp/data"
 compare sort_parallel sort --parallel=2 -S 50M -k2,2 "$tmp/data"
 compare gzip sh -c "gzip -c '$tmp/data' | gzip -dc | md5sum"
 compare perl perl -e 'my %h; $h{$_ % 5000} .= "x" x ($_ % 50) for 1..300000; print scalar(keys %h), " ", length(join("", values %h)), "\n"'
+# under an address-space limit (ulimit -v) of 24 GiB: one heap and a smaller
+# large region instead of an abort at start (docs/footprint.md)
+compare sort_under_ulimit_v sh -c "ulimit -v 25165824 && sort -n '$tmp/data' | md5sum"
+(ulimit -v 25165824 && LD_PRELOAD="$lib" HPCMEM_VERBOSE=1 /bin/echo hi) > "$tmp/out" 2> "$tmp/err"
+if [ "$(cat "$tmp/out")" = hi ] && grep -q 'address-space limit (ulimit -v, 24576 MiB) leaves 1 of' "$tmp/err"; then
+  echo "[       OK ] preload.ulimit_v_says_what_it_got"
+else echo "[  FAILED  ] preload.ulimit_v_says_what_it_got ($(cat "$tmp/out") / $(head -c 300 "$tmp/err"))"; fails=$((fails + 1)); fi
+# below what one heap needs: a message that names the limit, not a bare abort
+(ulimit -v 4194304 && LD_PRELOAD="$lib" /bin/echo hi) > "$tmp/out" 2> "$tmp/err"
+if [ ! -s "$tmp/out" ] && grep -q 'the address-space limit (ulimit -v) is 4096 MiB, libhpcmem needs at least 19 GiB' "$tmp/err"; then
+  echo "[       OK ] preload.ulimit_v_too_small_is_named"
+else echo "[  FAILED  ] preload.ulimit_v_too_small_is_named ($(cat "$tmp/out") / $(head -c 300 "$tmp/err"))"; fails=$((fails + 1)); fi
 [ $fails = 0 ]

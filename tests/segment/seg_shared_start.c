@@ -4,14 +4,16 @@
  * for a plain program's and stayed process-local.  After MPI_Init rank 0
  * allocates a shared block and the other ranks read it through its offset.
  * Then each rank forks: plain malloc's objects live in the shared mapping,
- * and the child's writes to them must not reach the parent (fork gives the
- * child a copy), while the child still allocates, grows and frees.
+ * and the child must see them as at the fork and its writes must not reach
+ * the parent (fork gives the child a copy), while the child still
+ * allocates, grows and frees.
  * Prints "rank R: OK" or "rank R: FAIL ..." per rank; exit 1 on a failure. */
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "hpcmem.h"
@@ -19,27 +21,65 @@
 
 #define N (1 << 20)
 
-/* "" or what went wrong with a forked child and a plain malloc block. */
+/* Resident pages of [p, p + n). */
+static size_t resident(const char *p, size_t n) {
+  size_t pg = (size_t)sysconf(_SC_PAGESIZE), count = 0;
+  unsigned char v[1024];
+  for (size_t off = 0; off < n; off += sizeof v * pg) {
+    size_t len = n - off < sizeof v * pg ? n - off : sizeof v * pg;
+    if (mincore((void *)(p + off), len, v) != 0) return (size_t)-1;
+    for (size_t i = 0; i < (len + pg - 1) / pg; i++) count += v[i] & 1;
+  }
+  return count;
+}
+
+/* "" or what went wrong with a forked child and plain malloc blocks: the
+ * child sees its blocks as they were at the fork (not what the parent wrote
+ * after it), its writes stay its own, and a block never touched beyond its
+ * first page is not filled in by the copy (in the child or in the node's
+ * file). */
 static const char *fork_check(void) {
-  char *mine = malloc(N);
-  if (!mine) return "malloc failed";
+  const size_t BIG = (size_t)64 << 20;
+  char *mine = malloc(N), *big = malloc(BIG);
+  if (!mine || !big) return "malloc failed";
   if (hpcmem_seg_of(mine) != HPCMEM_SEG_SHARED) return "plain malloc not in the shared segment";
   memset(mine, 0x11, N);
+  big[0] = 1;
+  /* the block may reuse pages the rank touched before (MPI's own objects
+   * live here too): its inside is made holes of the node's file again */
+  size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+  char *hole = (char *)(((uintptr_t)big + 2 * pg) & ~(uintptr_t)(pg - 1));
+  size_t hole_len = (BIG - 4 * pg) & ~(pg - 1);
+  if (madvise(hole, hole_len, MADV_REMOVE) != 0 || resident(hole, hole_len) != 0) return "could not make holes";
   pid_t pid = fork();
   if (pid < 0) return "fork failed";
   if (pid == 0) {
+    usleep(200000);                  /* the parent writes meanwhile */
+    int code = 0;
+    if (mine[0] != 0x11 || mine[N - 1] != 0x11) code = 4;          /* not the fork's snapshot */
+    else if (big[0] != 1 || resident(hole, hole_len) != 0) code = 5;   /* untouched pages copied */
     memset(mine, 0x22, N);
     char *more = malloc(5000), *grown = realloc(mine, 2 * N);
-    int ok = more && grown && grown[0] == 0x22 && grown[N - 1] == 0x22;
+    if (!code && !(more && grown && grown[0] == 0x22 && grown[N - 1] == 0x22)) code = 3;
     free(more);
     free(grown);
-    _exit(ok ? 0 : 3);
+    _exit(code);
   }
+  memset(mine, 0x33, N);
   int st = 0;
-  if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) return "the child failed";
-  int kept = mine[0] == 0x11 && mine[N / 2] == 0x11 && mine[N - 1] == 0x11;
+  if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st)) return "the child did not exit";
+  switch (WEXITSTATUS(st)) {
+    case 0: break;
+    case 4: return "the child saw the parent's writes made after the fork";
+    case 5: return "the copy filled in untouched pages";
+    default: return "the child could not allocate";
+  }
+  int kept = mine[0] == 0x33 && mine[N / 2] == 0x33 && mine[N - 1] == 0x33;
+  size_t in_parent = resident(hole, hole_len);
   free(mine);
-  return kept ? "" : "the child's writes reached the parent";
+  free(big);
+  if (!kept) return "the child's writes reached the parent";
+  return in_parent ? "the copy filled in untouched pages of the node's file" : "";
 }
 
 int main(int argc, char **argv) {

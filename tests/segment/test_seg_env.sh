@@ -19,12 +19,13 @@ expect() {  # case pattern-in-stdout [pattern-in-stderr]
 }
 
 run HPCMEM_REPORT=off
-expect default_private 'default private small private large private calloc private realloc kept zero 1 fork copy .* check 0'
+expect default_private 'default private small private large private calloc private realloc kept zero 1 fork copy realloc_seg kept .* check 0'
 run HPCMEM_DEFAULT_SEGMENT=interleaved
 expect default_interleaved 'default interleaved small interleaved large interleaved calloc interleaved realloc kept zero 1 fork copy .* check 0'
-# realloc past what the default segment holds moves the block to private memory, as malloc does
+# realloc past what the default segment holds moves the block to private memory, as malloc does;
+# hpcmem_realloc_seg keeps it in its segment or fails
 run HPCMEM_DEFAULT_SEGMENT=interleaved HPCMEM_INTERLEAVED_SIZE=64M
-expect default_interleaved_full_realloc_falls_back 'default interleaved small interleaved .* fork copy .* check 0'
+expect default_interleaved_full_realloc_falls_back 'default interleaved small interleaved .* fork copy realloc_seg enomem .* check 0'
 run HPCMEM_DEFAULT_SEGMENT=shared
 expect default_shared_without_mpi_stays_private 'default shared small private large private calloc private realloc kept zero 1 fork copy .* check 0'
 # a program that forks and reads its child's output through a pipe (bash's $(...))

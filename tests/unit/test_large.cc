@@ -2284,6 +2284,20 @@ TEST(_hpcmem_prim_resident, TouchedAndUntouchedPages) {
   munmap(m, 2 * pg);
 }
 
+TEST(_hpcmem_prim_resident_pages, OneBitPerPage) {
+  size_t pg = page();
+  char *m = (char *)mmap(nullptr, 8 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(m, MAP_FAILED);
+  m[0] = 1;
+  m[5 * pg + 7] = 1;
+  unsigned char v[8];
+  ASSERT_EQ(_hpcmem_prim_resident_pages(m, 8 * pg, v), 0);
+  for (int i = 0; i < 8; i++) EXPECT_EQ(v[i] & 1, i == 0 || i == 5) << i;
+  EXPECT_EQ(_hpcmem_prim_resident_pages(m + 1, pg, v), -EINVAL);   // not page aligned
+  munmap(m, 8 * pg);
+  EXPECT_EQ(_hpcmem_prim_resident_pages(m, pg, v), -ENOMEM);       // not mapped
+}
+
 // A private copy takes the place of shared pages: writes after the move stay
 // in this mapping, the old one (still mapped elsewhere) keeps its bytes.
 TEST(_hpcmem_prim_move_over, ReplacesTheTargetRange) {
