@@ -4,6 +4,7 @@
  * process first, so nothing is written twice.  Heap-free: the record and
  * the timeline live in static storage. */
 #include "config.h"
+#include "api/internal.h"
 #include "report.h"
 #include "prim/prim.h"
 #include "util/job.h"
@@ -100,7 +101,7 @@ void _hpcmem_report_local(const char *source, int sig) {
   hpcmem_report_state_t *s = &_hpcmem_report_state;
 
   int mode = _hpcmem_report_mode_local();
-  if (mode == HPCMEM_REPORT_OFF) return;
+  if (mode == HPCMEM_REPORT_OFF || _hpcmem_on_system()) return;   /* on_system: nothing of ours to report */
   sigset_t old;
   if (!_hpcmem_report_take(&old)) {
     _hpcmem_report_wait_writer();    /* another thread writes it: the exit or the abort waits */

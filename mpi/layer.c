@@ -12,6 +12,7 @@
  * allocations never show in the numbers it reports. */
 #include "config.h"
 #include "layer.h"
+#include "api/internal.h"
 #include "trace/trace.h"
 #include "hpcmem_trace_format.h"
 #include "report.h"
@@ -169,6 +170,7 @@ static int start_clock_and_mode(void) {
 
 int _hpcmem_mpi_start(void) {
   if (L.started) return 0;
+  if (_hpcmem_on_system()) return -ENOMEM;   /* libhpcmem did not start (api/alloc.c): no layer, no report */
   if (!_hpcmem_mpi_linked()) return -ENOSYS;   /* MPI came after us (pmpi.c) */
   _hpcmem_options_init();
   if (!_hpcmem_job.jobid[0]) _hpcmem_job_init();

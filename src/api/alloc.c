@@ -16,6 +16,8 @@
 #include "util/options.h"
 #include "util/startdata.h"
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <errno.h>
 #include <pthread.h>
@@ -42,6 +44,20 @@ static size_t fast_lim;             /* malloc's fast path serves sizes above HPC
 /* glibc's own functions, for memory the process got before libhpcmem was loaded */
 extern void __libc_free(void *);
 extern void *__libc_realloc(void *, size_t);
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_memalign(size_t, size_t);
+
+/* The C library's allocator for a process whose start failed (on_system),
+ * called through pointers loaded from the GOT: a direct call would add an
+ * entry to the PLT, which lies in front of the hot text and would move the
+ * malloc and free fast paths (src/hot-text.ld). */
+static struct {
+  void *(*volatile malloc)(size_t);
+  void *(*volatile calloc)(size_t, size_t);
+  void *(*volatile memalign)(size_t, size_t);
+  void *(*volatile realloc)(void *, size_t);
+} libc_alloc = {__libc_malloc, __libc_calloc, __libc_memalign, __libc_realloc};
 
 /* ------------------------------------------------------------------ */
 /* initialisation                                                       */
@@ -80,6 +96,47 @@ static unsigned log2_of(size_t v) { return 63u - (unsigned)__builtin_clzll(v); }
  * 1 GiB; what is still missing stops the process with the reason, what was
  * taken is said with HPCMEM_VERBOSE.  Out of line: a start without such a
  * limit never runs it. */
+/* Set when the start found too little address space for the heaps and the
+ * large tier: every call then goes to the C library's allocator, which the
+ * process keeps running on (start_short). */
+static int on_system;
+
+/* Why reserving address space failed, for the message: strict overcommit
+ * accounting counts every reservation as memory. */
+static int overcommit_strict(void) {
+  char c = 0;
+  int fd = open("/proc/sys/vm/overcommit_memory", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t got = read(fd, &c, 1);
+  close(fd);
+  return got == 1 && c == '2';
+}
+
+int _hpcmem_on_system(void) { return on_system; }
+
+/* Said where someone expects libhpcmem's output: an MPI job (once, by rank 0
+ * or a process whose rank is unknown), a program that asked for its report,
+ * a trace or HPCMEM_VERBOSE.  Without, a shell pipeline under LD_PRELOAD
+ * would print it once per command. */
+HPCMEM_NOINLINE __attribute__((cold)) static void start_on_system(int rc, unsigned heaps, size_t limit_mib) {
+  _hpcmem_heaps_release();
+  on_system = 1;
+  int report = (int)_hpcmem_opt(REPORT);
+  int say = _hpcmem_job.from_launcher ? _hpcmem_job.rank <= 0
+                                      : report == HPCMEM_REPORT_SUMMARY || report == HPCMEM_REPORT_FULL;
+  if (!say && !_hpcmem_opt(TRACE) && !_hpcmem_opt(VERBOSE)) return;
+  char why[160];
+  if (limit_mib)
+    snprintf(why, sizeof why, "the address-space limit (ulimit -v) is %zu MiB, libhpcmem needs at least 19 GiB", limit_mib);
+  else if (overcommit_strict())
+    snprintf(why, sizeof why, "the kernel counts reserved address space as memory (vm.overcommit_memory = 2)");
+  else
+    snprintf(why, sizeof why, "%s", strerror(-rc));
+  _hpcmem_warn("cannot reserve address space for the heaps (%u of 16 GiB each, and 1 GiB - 1 TiB for large blocks): "
+               "%s; this process allocates with the C library's malloc instead, without libhpcmem's statistics, "
+               "segments or trace (docs/footprint.md)", heaps, why);
+}
+
 HPCMEM_NOINLINE __attribute__((cold)) static void start_short(int rc, unsigned wanted, unsigned shift) {
   unsigned heaps = wanted;
   if (!_hpcmem_heaps.count) rc = heaps > 1 ? _hpcmem_heaps_init(heaps = 1, shift) : rc;
@@ -96,13 +153,10 @@ HPCMEM_NOINLINE __attribute__((cold)) static void start_short(int rc, unsigned w
     }
   }
   size_t limit_mib = _hpcmem_prim_as_limit() >> 20;
-  if (rc < 0 && limit_mib)
-    _hpcmem_fatal("cannot reserve address space for the heaps (%u of 16 GiB each, and 1 GiB - 1 TiB for large "
-                  "blocks): %s; the address-space limit (ulimit -v) is %zu MiB, libhpcmem needs at least "
-                  "19 GiB (docs/footprint.md)", heaps, strerror(-rc), limit_mib);
-  if (rc < 0)
-    _hpcmem_fatal("cannot reserve address space for the heaps (%u of 16 GiB each, and 1 GiB - 1 TiB for large blocks): %s",
-                  heaps, strerror(-rc));
+  if (rc < 0) {
+    start_on_system(rc, heaps, limit_mib);
+    return;
+  }
   if (_hpcmem_opt(VERBOSE))
     _hpcmem_info("the address-space limit (ulimit -v, %zu MiB) leaves %u of %u heaps and %zu MiB of the 1 TiB "
                  "region for large blocks (docs/footprint.md)", limit_mib, heaps, wanted,
@@ -145,7 +199,7 @@ void _hpcmem_init(void) {
   __atomic_store_n(&_hpcmem_ready, 1, __ATOMIC_RELEASE);
   _hpcmem_unlock(&init_lock);
   /* tracing starts with the first allocation, so that nothing is missed */
-  if (_hpcmem_opt(TRACE)) {
+  if (_hpcmem_opt(TRACE) && !on_system) {
     _hpcmem_trace_init();
     if (_hpcmem_trace_enabled) {               /* every call past the recorder */
       __atomic_store_n(&fast_lim, 0, __ATOMIC_RELAXED);
@@ -158,6 +212,7 @@ hpcmem_tcache_t *_hpcmem_thread_cache(void) {
   hpcmem_tcache_t *t = _hpcmem_tc;
   if (HPCMEM_LIKELY(t != &_hpcmem_tcache_none)) return t;
   if (!_hpcmem_ready) _hpcmem_init();
+  if (HPCMEM_UNLIKELY(on_system)) return NULL;   /* no heaps: the callers go to the C library */
   if (HPCMEM_UNLIKELY(__atomic_load_n(&_hpcmem_tcache_late, __ATOMIC_RELAXED))) late_back();
   t = _hpcmem_tcache_get();
   if (!t) return NULL;
@@ -204,6 +259,7 @@ static void around_hwloc(int entering) {
  * plugins, and closes it again (docs/footprint.md). */
 __attribute__((constructor(101))) static void hpcmem_constructor(void) {
   if (!_hpcmem_ready) _hpcmem_init();
+  if (on_system) return;
   pthread_atfork(fork_prepare, fork_parent, fork_child);
   _hpcmem_topo_hwloc_guard = around_hwloc;   /* hwloc loaded later, by whoever asks */
   around_hwloc(1);
@@ -369,9 +425,16 @@ static inline void time_stop(hpcmem_tcache_t *t, uint64_t t0, uint64_t weight) {
 }
 
 /* Timing sample (about 1 call in HPCMEM_SAMPLE_PERIOD), tracing, errno. */
+/* malloc and its kin when libhpcmem could not start (on_system) */
+HPCMEM_NOINLINE __attribute__((cold)) static void *system_alloc(size_t n, size_t align, int kind) {
+  if (!on_system) { errno = ENOMEM; return NULL; }
+  if (kind == HPCMEM_EV_CALLOC) return libc_alloc.calloc(1, n);
+  return align > 16 ? libc_alloc.memalign(align, n) : libc_alloc.malloc(n);
+}
+
 HPCMEM_NOINLINE static void *malloc_slow(size_t n, size_t align, int kind) {
   hpcmem_tcache_t *t = _hpcmem_thread_cache();
-  if (!t) { errno = ENOMEM; return NULL; }
+  if (!t) return system_alloc(n, align, kind);
   uint64_t weight = 0, t0 = time_start(&t->time_alloc, &t->timed_alloc, _hpcmem_tcache_n_alloc(t), &weight);
   void *p = HPCMEM_UNLIKELY(_hpcmem_default_seg != HPCMEM_SEG_PRIVATE)
                 ? alloc_routed(t, n, align, kind == HPCMEM_EV_CALLOC)
@@ -524,7 +587,10 @@ HPCMEM_NOINLINE static void free_slow(void *p) {
     return;
   }
   t = _hpcmem_thread_cache();
-  if (!t) return;
+  if (!t) {
+    if (on_system) __libc_free(p);
+    return;
+  }
   uint64_t weight = 0, t0 = time_start(&t->time_free, &t->timed_free, _hpcmem_tcache_n_free(t), &weight);
   /* recorded before the block is released: once it is, another thread may
    * get the address back, and its malloc must come after this free */
@@ -760,7 +826,7 @@ static size_t usable_size(const void *p) {
 EXPORT size_t malloc_usable_size(void *p) {
   if (!p) return 0;
   size_t n = usable_size(p);
-  if (!n && from_system(p)) n = (((size_t *)p)[-1] & ~(size_t)7) - ((((size_t *)p)[-1] & 2) ? 16 : 8);
+  if (!n && (on_system || from_system(p))) n = (((size_t *)p)[-1] & ~(size_t)7) - ((((size_t *)p)[-1] & 2) ? 16 : 8);
   return n;
 }
 
@@ -802,7 +868,7 @@ static void *realloc_body(void *p, size_t n) {
   if (!p) return malloc(n);
   if (n == 0) { free(p); return NULL; }               /* glibc: frees and returns NULL */
   hpcmem_tcache_t *t = _hpcmem_thread_cache();
-  if (!t) { errno = ENOMEM; return NULL; }
+  if (!t) return on_system ? libc_alloc.realloc(p, n) : (errno = ENOMEM, NULL);
   t->st.realloc_count++;
   size_t old = usable_size(p);
   if (!old) {

@@ -18,6 +18,10 @@ extern hpcmem_large_t _hpcmem_large;
 extern size_t _hpcmem_large_threshold;
 
 void _hpcmem_init(void);
+/* 1 when the start found too little address space for the heaps (an
+ * address-space limit, strict overcommit): malloc and its kin go to the C
+ * library, and there is no report or trace (api/alloc.c, start_on_system). */
+HPCMEM_HIDDEN int _hpcmem_on_system(void);
 /* Segment of plain malloc (HPCMEM_DEFAULT_SEGMENT), HPCMEM_SEG_*. */
 extern int _hpcmem_default_seg;
 /* An allocation in the private segment whatever the default (memset when

@@ -63,7 +63,17 @@ void *_hpcmem_seg_alloc_for(hpcmem_tcache_t *t, int seg, size_t n, size_t align,
 /* An allocation of the API in segment seg (resolved), counted for the thread. */
 static void *seg_alloc(int seg, size_t n, size_t align, int zero, int kind) {
   hpcmem_tcache_t *t = _hpcmem_thread_cache();
-  if (!t) { errno = ENOMEM; return NULL; }
+  if (!t) {
+    /* libhpcmem did not start (api/alloc.c): private memory is the C library's */
+    if (seg == HPCMEM_SEG_PRIVATE && _hpcmem_on_system()) {
+      void *p = NULL;
+      if (align > 16) { if (posix_memalign(&p, align, n) != 0) errno = ENOMEM; }
+      else p = zero ? calloc(1, n) : malloc(n);
+      return p;
+    }
+    errno = ENOMEM;
+    return NULL;
+  }
   void *p;
   if (seg == HPCMEM_SEG_PRIVATE) {
     p = _hpcmem_alloc_private(t, n, align > 16 ? align : 0, zero);

@@ -26,21 +26,32 @@ static unsigned span_order(unsigned cls) {
   return order_for(size * 8 > SPAN_MIN ? size * 8 : SPAN_MIN);
 }
 
+/* The five reservations of count heaps: the slices, the management area
+ * (each heap's tree, then its records), the chunk map, the page map and the
+ * class map; *mgmt is one heap's part of the management area. */
+static inline __attribute__((always_inline)) void heaps_sizes(unsigned count, unsigned block_shift, size_t sizes[5], size_t *tree, size_t *mgmt) {
+  unsigned depth = HPCMEM_SLICE_SHIFT - block_shift;
+  /* the tree's lowest band ends below the smallest span (see itree.h) */
+  unsigned low = block_shift < HPCMEM_CHUNK_SHIFT ? HPCMEM_CHUNK_SHIFT - block_shift : 0;
+  *tree = (_hpcmem_itree_mgmt_size(depth, low) + 4095) & ~(size_t)4095;
+  size_t descs = ((size_t)1 << depth) * sizeof(hpcmem_span_t);   /* at most one record per block */
+  *mgmt = *tree + descs;
+  sizes[0] = (size_t)count << HPCMEM_SLICE_SHIFT;
+  sizes[1] = *mgmt * count;
+  sizes[2] = ((size_t)count << (HPCMEM_SLICE_SHIFT - HPCMEM_CHUNK_SHIFT)) * sizeof(void *);
+  sizes[3] = ((size_t)count << (HPCMEM_SLICE_SHIFT - HPCMEM_PAGEMAP_SHIFT)) * sizeof(void *);
+  sizes[4] = ((size_t)count << (HPCMEM_SLICE_SHIFT - HPCMEM_CHUNK_SHIFT)) + 4096;
+}
+
 int _hpcmem_heaps_init(unsigned count, unsigned block_shift) {
   hpcmem_heaps_t *H = &_hpcmem_heaps;
   if (count < 1 || count > HPCMEM_MAX_HEAPS) return -EINVAL;
   unsigned depth = HPCMEM_SLICE_SHIFT - block_shift;
   size_t nblocks = (size_t)1 << depth;
-  /* the tree's lowest band ends below the smallest span (see itree.h) */
   unsigned low = block_shift < HPCMEM_CHUNK_SHIFT ? HPCMEM_CHUNK_SHIFT - block_shift : 0;
-  size_t tree = (_hpcmem_itree_mgmt_size(depth, low) + 4095) & ~(size_t)4095;
-  size_t descs = nblocks * sizeof(hpcmem_span_t);         /* at most one record per block */
-  size_t mgmt = tree + descs;
+  size_t tree, mgmt, sizes[5];
+  heaps_sizes(count, block_shift, sizes, &tree, &mgmt);
   /* all or nothing: a caller may try again with fewer heaps (an address-space limit) */
-  size_t sizes[5] = {(size_t)count << HPCMEM_SLICE_SHIFT, mgmt * count,
-                     ((size_t)count << (HPCMEM_SLICE_SHIFT - HPCMEM_CHUNK_SHIFT)) * sizeof(void *),
-                     ((size_t)count << (HPCMEM_SLICE_SHIFT - HPCMEM_PAGEMAP_SHIFT)) * sizeof(void *),
-                     ((size_t)count << (HPCMEM_SLICE_SHIFT - HPCMEM_CHUNK_SHIFT)) + 4096};
   char *got[5];
   for (int i = 0; i < 5; i++) {
     got[i] = _hpcmem_prim_reserve(sizes[i], i == 0 ? SLICE : 4096);
@@ -49,6 +60,7 @@ int _hpcmem_heaps_init(unsigned count, unsigned block_shift) {
       return -ENOMEM;
     }
   }
+  H->mgmt = got[1];
   H->base = got[0];
   char *m = got[1];
   H->chunkmap = (void *)got[2];
@@ -78,6 +90,19 @@ int _hpcmem_heaps_init(unsigned count, unsigned block_shift) {
     h->desc_end = h->desc_next + nblocks;
   }
   return 0;
+}
+
+/* Gives back what _hpcmem_heaps_init reserved (a start that found too
+ * little address space for the rest: the process runs on the C library's
+ * malloc, api/alloc.c).  Only before any thread has a cache. */
+void _hpcmem_heaps_release(void) {
+  hpcmem_heaps_t *H = &_hpcmem_heaps;
+  if (!H->count) return;
+  size_t tree, mgmt, sizes[5];
+  heaps_sizes(H->count, H->block_shift, sizes, &tree, &mgmt);
+  char *got[5] = {H->base, H->mgmt, (char *)H->chunkmap, (char *)H->pagemap, (char *)H->classmap - 2048};
+  for (int i = 0; i < 5; i++) _hpcmem_prim_release(got[i], sizes[i]);
+  memset(H, 0, sizeof *H);
 }
 
 /* ---- records and runs (heap lock held) ---- */

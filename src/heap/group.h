@@ -96,6 +96,7 @@ typedef struct hpcmem_heaps {
                                  of small objects does */
   unsigned count, block_shift;
   hpcmem_heap_t heap[HPCMEM_MAX_HEAPS];
+  char *mgmt;                 /* the management area (trees and records of all heaps) */
 } hpcmem_heaps_t;
 
 extern HPCMEM_HIDDEN hpcmem_heaps_t _hpcmem_heaps;
@@ -115,6 +116,7 @@ typedef struct hpcmem_class_geom {
 extern HPCMEM_HIDDEN hpcmem_class_geom_t _hpcmem_class_geom[HPCMEM_NCLASSES];
 
 int _hpcmem_heaps_init(unsigned count, unsigned block_shift);
+void _hpcmem_heaps_release(void);
 
 #define HPCMEM_CHUNK_SMALL_RUNS ((hpcmem_span_t *)1)
 
