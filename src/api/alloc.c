@@ -126,10 +126,10 @@ HPCMEM_NOINLINE __attribute__((cold)) static void start_on_system(int rc, unsign
                                       : report == HPCMEM_REPORT_SUMMARY || report == HPCMEM_REPORT_FULL;
   if (!say && !_hpcmem_opt(TRACE) && !_hpcmem_opt(VERBOSE)) return;
   char why[160];
-  if (limit_mib)
-    snprintf(why, sizeof why, "the address-space limit (ulimit -v) is %zu MiB, libhpcmem needs at least 19 GiB", limit_mib);
-  else if (overcommit_strict())
+  if (overcommit_strict())
     snprintf(why, sizeof why, "the kernel counts reserved address space as memory (vm.overcommit_memory = 2)");
+  else if (limit_mib)
+    snprintf(why, sizeof why, "the address-space limit (ulimit -v) is %zu MiB, libhpcmem needs at least 19 GiB", limit_mib);
   else
     snprintf(why, sizeof why, "%s", strerror(-rc));
   _hpcmem_warn("cannot reserve address space for the heaps (%u of 16 GiB each, and 1 GiB - 1 TiB for large blocks): "

@@ -49,4 +49,16 @@ if [ "$(cat "$tmp/out")" = hi ] && [ -z "$(ls "$tmp/rep")" ] &&
    grep -q "the address-space limit (ulimit -v) is 4096 MiB, libhpcmem needs at least 19 GiB; this process allocates with the C library's malloc" "$tmp/err"; then
   echo "[       OK ] preload.ulimit_v_too_small_is_named"
 else echo "[  FAILED  ] preload.ulimit_v_too_small_is_named ($(cat "$tmp/out") / $(ls "$tmp/rep") / $(head -c 300 "$tmp/err"))"; fails=$((fails + 1)); fi
+# strict overcommit accounting is named: the setting is faked in a mount
+# namespace of our own (root only), and a limit makes the reservation fail
+echo 2 > "$tmp/overcommit"
+if unshare -m sh -c "mount --bind '$tmp/overcommit' /proc/sys/vm/overcommit_memory" 2> /dev/null; then
+  unshare -m sh -c "mount --bind '$tmp/overcommit' /proc/sys/vm/overcommit_memory && ulimit -v 4194304 &&
+    LD_PRELOAD='$lib' HPCMEM_VERBOSE=1 /bin/echo hi" > "$tmp/out" 2> "$tmp/err"
+  if [ "$(cat "$tmp/out")" = hi ] && grep -q "(vm.overcommit_memory = 2); this process allocates with the C library's malloc" "$tmp/err"; then
+    echo "[       OK ] preload.strict_overcommit_is_named"
+  else echo "[  FAILED  ] preload.strict_overcommit_is_named ($(cat "$tmp/out") / $(grep warning "$tmp/err" | head -c 300))"; fails=$((fails + 1)); fi
+else
+  echo "[  SKIPPED ] preload.strict_overcommit_is_named (no mount namespace: not root, or no unshare)"
+fi
 [ $fails = 0 ]
