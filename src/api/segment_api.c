@@ -24,9 +24,15 @@ EXPORT const char *hpcmem_seg_name(int seg) {
   return seg >= 0 && seg < HPCMEM_SEG_COUNT ? seg_names[seg] : NULL;
 }
 
+/* The segment plain malloc uses now, which is not always the one
+ * HPCMEM_DEFAULT_SEGMENT names: alloc_routed (alloc.c) keeps malloc in
+ * private memory while that segment cannot serve it (shared: before MPI_Init,
+ * outside an MPI job, in a forked child; interleaved: when it could not be
+ * made).  Same test as there, so the two cannot disagree. */
 EXPORT int hpcmem_seg_default(void) {
   if (!_hpcmem_ready) _hpcmem_init();
-  return _hpcmem_default_seg;
+  int seg = _hpcmem_default_seg;
+  return seg == HPCMEM_SEG_PRIVATE || _hpcmem_seg_serves_malloc(seg) ? seg : HPCMEM_SEG_PRIVATE;
 }
 
 static int resolve(int seg) {
