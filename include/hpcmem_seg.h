@@ -38,7 +38,7 @@ enum hpcmem_seg_id {
   HPCMEM_SEG_COUNT = 3
 };
 
-/** Pass as @p seg to mean the segment plain malloc() uses (HPCMEM_DEFAULT_SEGMENT). */
+/** Pass as @p seg to mean the segment plain malloc() uses now (hpcmem_seg_default()). */
 #define HPCMEM_SEG_DEFAULT (-1)
 
 /**
@@ -89,7 +89,13 @@ int hpcmem_seg_of(const void *p);
 /** "private", "interleaved", "shared"; NULL for an unknown id. */
 const char *hpcmem_seg_name(int seg);
 
-/** The segment of plain malloc (HPCMEM_DEFAULT_SEGMENT), HPCMEM_SEG_*. */
+/**
+ * The segment plain malloc() uses now, HPCMEM_SEG_*: the one
+ * HPCMEM_DEFAULT_SEGMENT names when that segment can serve malloc, else
+ * HPCMEM_SEG_PRIVATE (with HPCMEM_DEFAULT_SEGMENT=shared: private before
+ * MPI_Init, outside an MPI job and in a forked child; shared in an MPI rank
+ * after MPI_Init).
+ */
 int hpcmem_seg_default(void);
 
 /** What a segment is made of. */

@@ -112,7 +112,9 @@ void _hpcmem_report_local(const char *source, int sig) {
   int mpi = s->mpi_started;
   int64_t rank = mpi ? s->rank : _hpcmem_job.rank;
   uint64_t origin = mpi ? s->origin_ns : hpcmem_start_ns();
-  _hpcmem_rec_sample(&rec, rank, mpi ? s->node : 0, origin);
+  /* in a signal handler no lock is waited for: the signal may have come
+   * while this thread held one (a crash inside the allocator) */
+  int approx = _hpcmem_rec_sample(&rec, rank, mpi ? s->node : 0, origin, sig != 0);
   _hpcmem_agg_from_rec(agg, &rec);
 
   memset(&node, 0, sizeof node);
@@ -146,7 +148,8 @@ void _hpcmem_report_local(const char *source, int sig) {
   r.nodes = &node;
   r.nnode_recs = 1;
   r.origin_ns = origin;
-  if (r.mode == HPCMEM_REPORT_FULL) r.nsamples = _hpcmem_rec_timeline(HPCMEM_TL_EXIT, &r.samples);
+  if (r.mode == HPCMEM_REPORT_FULL) r.nsamples = _hpcmem_rec_timeline(HPCMEM_TL_EXIT, &r.samples, sig != 0, &approx);
+  r.approximate = approx;
   _hpcmem_report_emit(&r, 1);
   _hpcmem_report_written(&old);
 }

@@ -343,8 +343,8 @@ void _hpcmem_mpi_finish(void) {
     /* static: the snapshot below must come before any allocation of ours,
      * and the work area (~30 KiB) is no business of the application's stack */
     static work_t w;
-    _hpcmem_rec_sample(&w.rec, L.rank, _hpcmem_report_state.node, _hpcmem_report_state.origin_ns);
-    w.nsamples = _hpcmem_rec_timeline(HPCMEM_TL_FINALIZE, &w.samples);
+    _hpcmem_rec_sample(&w.rec, L.rank, _hpcmem_report_state.node, _hpcmem_report_state.origin_ns, 0);
+    w.nsamples = _hpcmem_rec_timeline(HPCMEM_TL_FINALIZE, &w.samples, 0, NULL);
     _hpcmem_agg_from_rec(w.mine, &w.rec);
     int rc = reduce(&w);
     if (rc == MPI_SUCCESS) rc = gather_and_emit(&w);

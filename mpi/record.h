@@ -124,12 +124,14 @@ int _hpcmem_proc_status_parse(const char *text, uint64_t *vm_hwm, uint64_t *vm_r
 
 /* Fill rec with this process's statistics now (hpcmem_stats, /proc), time
  * fields on the job clock (local clock minus origin_ns).  Heap-free and
- * lock-free apart from hpcmem_stats() itself. */
-void _hpcmem_rec_sample(hpcmem_rec_t *rec, int64_t rank, uint64_t node, uint64_t origin_ns);
+ * lock-free apart from hpcmem_stats() itself.  nowait: in a fatal-signal
+ * handler, no lock is waited for long (its holder may be the interrupted
+ * code); returns 1 when a figure may then be approximate, else 0. */
+int _hpcmem_rec_sample(hpcmem_rec_t *rec, int64_t rank, uint64_t node, uint64_t origin_ns, int nowait);
 /* This process's timeline, copied into static storage (no heap): one copy
  * for MPI_Finalize's report (HPCMEM_TL_FINALIZE) and one for the summary at
  * exit or on a signal (HPCMEM_TL_EXIT), which may interrupt that report. */
 enum { HPCMEM_TL_FINALIZE, HPCMEM_TL_EXIT };
-size_t _hpcmem_rec_timeline(int which, const hpcmem_sample_t **out);
+size_t _hpcmem_rec_timeline(int which, const hpcmem_sample_t **out, int nowait, int *approx);
 
 #endif

@@ -237,6 +237,7 @@ static void w_report(writer_t *w, const hpcmem_report_t *r) {
   w_str(w, ",\n  \"jobid\": "); w_jstr(w, r->jobid);
   w_str(w, ", \"source\": "); w_jstr(w, r->source);
   if (r->signal) w_printf(w, ", \"signal\": %d", r->signal);
+  if (r->approximate) w_str(w, ", \"approximate\": true");
   w_printf(w, ", \"complete\": %s, \"mpi\": %s, \"rank\": ", r->complete ? "true" : "false",
            r->mpi ? "true" : "false");
   if (r->rank >= 0) w_printf(w, "%lld", (long long)r->rank); else w_str(w, "null");
@@ -341,6 +342,11 @@ static void banner_full_table(const hpcmem_report_t *r, int fd) {
   }
 }
 
+static void approximate_note(int fd) {
+  line(fd, "figures approximate: the signal came while a lock of the allocator's statistics was held "
+       "(by this thread, perhaps); they were read without it");
+}
+
 static void banner_single(const hpcmem_report_t *r, const char *json_path, int fd) {
   char a[32], b[32], c[32];
   const hpcmem_rec_t *rec = &r->recs[0];
@@ -351,6 +357,7 @@ static void banner_single(const hpcmem_report_t *r, const char *json_path, int f
          v[HPCMEM_REC_peak_time_ns] / 1e9, human(b, sizeof b, (double)v[HPCMEM_REC_current_bytes]),
          (unsigned long long)v[HPCMEM_REC_alloc_count], (unsigned long long)v[HPCMEM_REC_free_count],
          human(c, sizeof c, (double)v[HPCMEM_REC_vm_hwm_bytes]));
+    if (r->approximate) approximate_note(fd);
     if (json_path) line(fd, "report: %s", json_path);
   } else {
     /* every rank writes its file; one line from the first rank is enough */
@@ -365,6 +372,7 @@ static void banner_single(const hpcmem_report_t *r, const char *json_path, int f
          "%s/hpcmem-report-%s.rank*.json",
          r->mpi ? "MPI_Finalize was not reached" : "no MPI job report (MPI_Init not reached)", why,
          human(a, sizeof a, (double)v[HPCMEM_REC_peak_bytes]), dir, r->jobid);
+    if (r->approximate) approximate_note(fd);
   }
   if (r->mode == HPCMEM_REPORT_FULL) banner_full_table(r, fd);
 }

@@ -25,6 +25,7 @@ typedef struct {
   const char *jobid;
   const char *source;             /* "MPI_Finalize", "exit", "MPI_Abort", "signal" */
   int signal;                     /* the fatal signal when source is "signal" */
+  int approximate;                /* taken in a signal handler without a lock it could not get */
   int complete;                   /* 1: every rank's record is in (job report) */
   int mode;                       /* HPCMEM_REPORT_SUMMARY or HPCMEM_REPORT_FULL */
   int threshold_pct;              /* HPCMEM_IMBALANCE_THRESHOLD */

@@ -52,12 +52,47 @@ const char *rpt_bytes(double b, char *buf, size_t len) {
 
 double rpt_seconds(const rpt_t *R, uint64_t t) { return t >= R->t0 ? (double)(t - R->t0) / 1e9 : -(double)(R->t0 - t) / 1e9; }
 
+/* A process that is no MPI rank: rank -1 in the header (the format's "no
+ * rank"), or the recorder's rank 0 of a process that neither MPI_Init
+ * numbered nor a launcher started (its job is then named after its pid,
+ * "pid<N>", src/util/job.c).  A plain program, or each of the processes a
+ * script starts into one HPCMEM_TRACE_DIR. */
+int rpt_is_rank(const rpt_proc_t *P) {
+  if (P->h.rank < 0) return 0;
+  if (P->h.rank > 0 || (P->h.flags & HMT_HF_RANK_FROM_MPI)) return 1;
+  const char *j = P->h.jobid;
+  if (strncmp(j, "pid", 3) != 0 || !j[3]) return 1;
+  for (j += 3; *j; j++)
+    if (!isdigit((unsigned char)*j)) return 1;
+  return 0;
+}
+
+/* The rank --rank and --heaptrack take: a process without one is 0, as the
+ * name of its file (rank-0.hmt). */
+int rpt_rank_number(const rpt_proc_t *P) { return P->h.rank < 0 ? 0 : P->h.rank; }
+
+/* Another process that the label alone would not tell from P. */
+static int label_shared(const rpt_t *R, const rpt_proc_t *P) {
+  int rank = rpt_is_rank(P);
+  for (size_t i = 0; i < R->np; i++) {
+    const rpt_proc_t *Q = &R->p[i];
+    if (Q != P && rpt_is_rank(Q) == rank && (!rank || Q->h.rank == P->h.rank)) return 1;
+  }
+  return 0;
+}
+
 const char *rpt_proc_label(const rpt_t *R, const rpt_proc_t *P, char *buf, size_t len) {
-  int dup = 0;
-  for (size_t i = 0; i < R->np; i++)
-    if (&R->p[i] != P && R->p[i].h.rank == P->h.rank) dup = 1;
-  if (dup) snprintf(buf, len, "%d (pid %u)", P->h.rank, P->h.pid);
+  int dup = label_shared(R, P);
+  if (!rpt_is_rank(P)) snprintf(buf, len, dup ? "- (pid %u)" : "-", P->h.pid);
+  else if (dup) snprintf(buf, len, "%d (pid %u)", P->h.rank, P->h.pid);
   else snprintf(buf, len, "%d", P->h.rank);
+  return buf;
+}
+
+const char *rpt_proc_name(const rpt_t *R, const rpt_proc_t *P, char *buf, size_t len) {
+  char lab[48];
+  if (!rpt_is_rank(P)) snprintf(buf, len, "process %u", P->h.pid);
+  else snprintf(buf, len, "rank %s", rpt_proc_label(R, P, lab, sizeof lab));
   return buf;
 }
 
@@ -864,7 +899,7 @@ int main(int argc, char **argv) {
   read_all(&R);
   for (int k = 0; k < R.o.nranks; k++) {
     size_t i = 0;
-    while (i < R.np && R.p[i].h.rank != R.o.ranks[k]) i++;
+    while (i < R.np && rpt_rank_number(&R.p[i]) != R.o.ranks[k]) i++;
     if (i == R.np) die("--rank: no trace of rank %d in %s", R.o.ranks[k], R.input);
   }
   attribute(&R);
@@ -872,7 +907,7 @@ int main(int argc, char **argv) {
   if (R.o.heaptrack_rank >= 0) {
     rpt_proc_t *P = NULL;
     for (size_t i = 0; i < R.np && !P; i++)
-      if (R.p[i].h.rank == R.o.heaptrack_rank) P = &R.p[i];
+      if (rpt_rank_number(&R.p[i]) == R.o.heaptrack_rank) P = &R.p[i];
     if (!P) die("--heaptrack: no trace of rank %d in %s", R.o.heaptrack_rank, R.input);
     char def[64];
     snprintf(def, sizeof def, "heaptrack.hpcmem.%d.gz", R.o.heaptrack_rank);

@@ -162,7 +162,16 @@ void rpt_hwm_stats(const rpt_t *R, double *min, double *max, double *mean, doubl
 size_t *rpt_ranks_by_hwm(const rpt_t *R);
 double rpt_seconds(const rpt_t *R, uint64_t t);
 const char *rpt_bytes(double b, char *buf, size_t len);
+/* How the outputs name a process.  rpt_is_rank: 0 for one that is no MPI
+ * rank (a plain program); rpt_rank_number: what --rank / --heaptrack match
+ * (0 for such a process, as its file name).  The label is the cell of a rank
+ * column: "3", or "3 (pid N)" when several processes have rank 3; "-" for a
+ * process without a rank ("- (pid N)" when there are several).  The name is
+ * the label in a sentence: "rank 3", "rank 3 (pid N)", "process N". */
+int rpt_is_rank(const rpt_proc_t *P);
+int rpt_rank_number(const rpt_proc_t *P);
 const char *rpt_proc_label(const rpt_t *R, const rpt_proc_t *P, char *buf, size_t len);
+const char *rpt_proc_name(const rpt_t *R, const rpt_proc_t *P, char *buf, size_t len);
 
 /* report_text.c */
 void rpt_print_text(rpt_t *R, FILE *out);

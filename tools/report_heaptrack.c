@@ -154,7 +154,8 @@ int rpt_write_heaptrack(rpt_t *R, rpt_proc_t *P, const char *path) {
     return -1;
   }
   out(&h, "v 10400 2\n");
-  out(&h, "X %s (rank %d of job %s, exported by hpcmem-report)\n", P->path, P->h.rank, P->h.jobid);
+  char name[64];
+  out(&h, "X %s (%s of job %s, exported by hpcmem-report)\n", P->path, rpt_proc_name(R, P, name, sizeof name), P->h.jobid);
   long pages = sysconf(_SC_PHYS_PAGES);
   out(&h, "I %x %lx\n", P->h.page_size ? P->h.page_size : 4096, pages > 0 ? pages : 0);
   hmt_rewind(P->r);

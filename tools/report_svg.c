@@ -119,9 +119,18 @@ static double t_end(const rpt_t *R) {
   return s > 0 ? s : 1e-9;
 }
 
+/* "4 ranks", or "1 process" for the processes of a run without MPI. */
+static const char *how_many(const rpt_t *R, char *buf, size_t len) {
+  int ranked = 0;
+  for (size_t i = 0; i < R->np; i++) ranked |= rpt_is_rank(&R->p[i]);
+  if (ranked) snprintf(buf, len, "%zu rank%s", R->np, R->np == 1 ? "" : "s");
+  else snprintf(buf, len, "%zu process%s", R->np, R->np == 1 ? "" : "es");
+  return buf;
+}
+
 static int plot_time(rpt_t *R, FILE *o) {
-  char title[256], lab[64], b[32];
-  snprintf(title, sizeof title, "Memory over time, job %s (%zu ranks)", R->p[0].h.jobid, R->np);
+  char title[256], lab[64], b[32], n[32];
+  snprintf(title, sizeof title, "Memory over time, job %s (%s)", R->p[0].h.jobid, how_many(R, n, sizeof n));
   begin(o, title);
   double xmax = t_end(R), ymax = 1;
   for (size_t i = 0; i < R->np; i++) if ((double)R->p[i].peak > ymax) ymax = (double)R->p[i].peak;
@@ -142,15 +151,16 @@ static int plot_time(rpt_t *R, FILE *o) {
     size_t i = order[k];
     if (many && k != 0 && k != R->np - 1) continue;
     const char *c = colors[(many ? (k == 0 ? 3 : 0) : i) % 10];
-    rpt_proc_label(R, &R->p[i], lab, sizeof lab);
+    rpt_proc_name(R, &R->p[i], lab, sizeof lab);
     rpt_bytes((double)R->p[i].peak, b, sizeof b);
     fprintf(o, "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"3\" fill=\"%s\"/>", W - MR + 12, ly, c);
-    /* MR - 30 px hold about 20 characters: a longer label (processes of
-     * one rank told apart by pid) puts its peak on a line of its own */
-    if (strlen(lab) + strlen(b) + 7 <= (MR - 30) / 7) {
-      fprintf(o, "<text x=\"%d\" y=\"%d\">rank %s: %s</text>\n", W - MR + 30, ly + 5, lab, b);
+    /* MR - 30 px hold about 20 characters: a longer name (processes of
+     * one rank told apart by pid, a process without a rank) puts its peak
+     * on a line of its own */
+    if (strlen(lab) + strlen(b) + 2 <= (MR - 30) / 7) {
+      fprintf(o, "<text x=\"%d\" y=\"%d\">%s: %s</text>\n", W - MR + 30, ly + 5, lab, b);
     } else {
-      fprintf(o, "<text x=\"%d\" y=\"%d\">rank %.18s</text><text x=\"%d\" y=\"%d\">%s</text>\n", W - MR + 30, ly + 5,
+      fprintf(o, "<text x=\"%d\" y=\"%d\">%.23s</text><text x=\"%d\" y=\"%d\">%s</text>\n", W - MR + 30, ly + 5,
               lab, W - MR + 30, ly + 19, b);
       ly += 14;
     }
@@ -163,8 +173,8 @@ static int plot_time(rpt_t *R, FILE *o) {
 }
 
 static int plot_job(rpt_t *R, FILE *o) {
-  char title[256], b[32];
-  snprintf(title, sizeof title, "Memory of the whole job over time (sum of %zu ranks): peak %s at %.3f s", R->np,
+  char title[256], b[32], n[32];
+  snprintf(title, sizeof title, "Memory of the whole job over time (sum of %s): peak %s at %.3f s", how_many(R, n, sizeof n),
            rpt_bytes((double)R->peak, b, sizeof b), rpt_seconds(R, R->peak_t));
   begin(o, title);
   double xmax = t_end(R), ymax = (double)(R->peak > 0 ? R->peak : 1) * 1.05;
@@ -195,11 +205,15 @@ static int plot_hwm(rpt_t *R, FILE *o) {
     const rpt_proc_t *P = &R->p[i];
     double h = (double)P->peak / ymax * ph, x = ML + bw * (double)i;
     const char *c = i == imax ? colors[3] : i == imin ? colors[2] : colors[0];
-    fprintf(o, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"><title>rank %s: %s</title></rect>\n",
-            x + bw * 0.1, MT + ph - h, bw * 0.8, h, c, rpt_proc_label(R, P, lab, sizeof lab),
+    fprintf(o, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"><title>%s: %s</title></rect>\n",
+            x + bw * 0.1, MT + ph - h, bw * 0.8, h, c, rpt_proc_name(R, P, lab, sizeof lab),
             rpt_bytes((double)P->peak, b, sizeof b));
+    /* under the bar the rank alone, "-" for a process without one (its
+     * title above has the pid) */
+    char num[16] = "-";
+    if (rpt_is_rank(P)) snprintf(num, sizeof num, "%d", P->h.rank);
     if (R->np <= 32 || i % (R->np / 16 + 1) == 0)
-      fprintf(o, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%d</text>\n", x + bw / 2, MT + ph + 18, P->h.rank);
+      fprintf(o, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", x + bw / 2, MT + ph + 18, num);
   }
   double ym = MT + ph - mean / ymax * ph, ys = sd / ymax * ph;
   fprintf(o, "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"#888\" opacity=\"0.15\"/>\n", ML, ym - ys, pw, 2 * ys);
@@ -278,7 +292,7 @@ static int plot_top(rpt_t *R, FILE *o) {
     v[k] = (double)rpt_at_peak(P, s, NULL);
   }
   free(idx);
-  snprintf(heading, sizeof heading, "Stacks at the peak of rank %s (%s)", rpt_proc_label(R, P, lab, sizeof lab),
+  snprintf(heading, sizeof heading, "Stacks at the peak of %s (%s)", rpt_proc_name(R, P, lab, sizeof lab),
            rpt_bytes((double)P->peak, b, sizeof b));
   hbars(o, heading, 60 + 30 + rows * 22 + 20, rows, labels, v, k, (double)P->peak, colors[1]);
   fputs("</svg>\n", o);

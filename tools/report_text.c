@@ -1,7 +1,9 @@
 /* hpcmem-report: the text and JSON reports. */
 #include "config.h"
 #include "report.h"
+#include <ctype.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -11,6 +13,108 @@
 static const char *base_name(const char *p) {
   const char *b = strrchr(p, '/');
   return b ? b + 1 : p;
+}
+
+/* ---- tables ----------------------------------------------------------------
+ * A table is printed once all its cells are known, each column as wide as
+ * its longest cell: a long rank label, host or value widens its column
+ * instead of pushing its own row out of line.  The layout string gives, per
+ * column, the spaces before it, 'l' or 'r' (aligned left or right) and the
+ * least width (the usual one, so that tables look alike from run to run);
+ * the last column is not padded.  A note is a line of its own in the table. */
+#define TBL_COLS 8
+
+typedef struct {
+  char *cell[TBL_COLS];  /* cell[0] alone: a note */
+  int note;
+} tbl_row_t;
+
+typedef struct {
+  int ncol, gap[TBL_COLS];
+  char align[TBL_COLS];
+  size_t least[TBL_COLS];
+  tbl_row_t *row;
+  size_t nrow, cap;
+} tbl_t;
+
+static void tbl_init(tbl_t *t, const char *layout) {
+  memset(t, 0, sizeof *t);
+  for (const char *c = layout; *c && t->ncol < TBL_COLS; c++) {
+    if (*c == ' ') { t->gap[t->ncol]++; continue; }
+    t->align[t->ncol] = *c;
+    while (c[1] >= '0' && c[1] <= '9') t->least[t->ncol] = 10 * t->least[t->ncol] + (size_t)(*++c - '0');
+    t->ncol++;
+  }
+}
+
+static void *tbl_check(void *p) {
+  if (!p) { fputs("hpcmem-report: out of memory\n", stderr); exit(2); }
+  return p;
+}
+
+static tbl_row_t *tbl_new_row(tbl_t *t) {
+  if (t->nrow == t->cap) {
+    t->cap = t->cap ? 2 * t->cap : 32;
+    t->row = tbl_check(realloc(t->row, t->cap * sizeof *t->row));
+  }
+  tbl_row_t *r = &t->row[t->nrow++];
+  memset(r, 0, sizeof *r);
+  return r;
+}
+
+/* One row: the table's ncol cells, as printf formats would give them. */
+static void tbl_add(tbl_t *t, ...) {
+  tbl_row_t *r = tbl_new_row(t);
+  va_list ap;
+  va_start(ap, t);
+  for (int c = 0; c < t->ncol; c++) {
+    const char *v = va_arg(ap, const char *);
+    r->cell[c] = tbl_check(strdup(v ? v : ""));
+  }
+  va_end(ap);
+}
+
+static void tbl_note(tbl_t *t, const char *line) {
+  tbl_row_t *r = tbl_new_row(t);
+  r->cell[0] = tbl_check(strdup(line));
+  r->note = 1;
+}
+
+/* Columns on a terminal: UTF-8 continuation bytes take none. */
+static size_t text_width(const char *s) {
+  size_t n = 0;
+  for (; *s; s++) n += ((unsigned char)*s & 0xc0) != 0x80;
+  return n;
+}
+
+static void tbl_print(FILE *out, tbl_t *t) {
+  size_t w[TBL_COLS];
+  memcpy(w, t->least, sizeof w);
+  for (size_t i = 0; i < t->nrow; i++)
+    for (int c = 0; c < t->ncol && !t->row[i].note; c++) {
+      size_t n = text_width(t->row[i].cell[c]);
+      if (n > w[c]) w[c] = n;
+    }
+  for (size_t i = 0; i < t->nrow; i++) {
+    tbl_row_t *r = &t->row[i];
+    if (r->note) {
+      fprintf(out, "%s\n", r->cell[0]);
+    } else {
+      int last = t->ncol - 1;
+      while (last > 0 && !*r->cell[last] && t->align[last] == 'l') last--;   /* no trailing blanks */
+      for (int c = 0; c <= last; c++) {
+        int pad = (int)(w[c] - text_width(r->cell[c]));
+        if (c == last && t->align[c] == 'l') pad = 0;
+        fprintf(out, "%*s%*s%s%*s", t->gap[c], "", t->align[c] == 'r' ? pad : 0, "", r->cell[c],
+                t->align[c] == 'l' ? pad : 0, "");
+      }
+      fputc('\n', out);
+    }
+    for (int c = 0; c < TBL_COLS; c++) free(r->cell[c]);
+  }
+  free(t->row);
+  t->row = NULL;
+  t->nrow = t->cap = 0;
 }
 
 static int complete(const rpt_proc_t *P) {
@@ -28,7 +132,7 @@ static int all_complete(const rpt_t *R) {
 static int shown(const rpt_t *R, size_t i, size_t imin, size_t imax) {
   if (R->o.all_ranks || i == imin || i == imax) return 1;
   for (int k = 0; k < R->o.nranks; k++)
-    if (R->p[i].h.rank == R->o.ranks[k]) return 1;
+    if (rpt_rank_number(&R->p[i]) == R->o.ranks[k]) return 1;
   return 0;
 }
 
@@ -70,16 +174,20 @@ static void print_breakdown(FILE *out, rpt_t *R, rpt_proc_t *only, int by_librar
                             const char *what) {
   size_t n;
   rpt_agg_t *a = rpt_aggregate(R, only, by_library, which, &n);
-  char b[32];
-  fprintf(out, "  %12s %6s %10s  %s\n", "bytes", "%", "allocs", what);
+  char b[32], pct[16], cnt[24];
+  tbl_t t;
+  tbl_init(&t, "  r12 r6 r10  l");
+  tbl_add(&t, "bytes", "%", "allocs", what);
   for (size_t i = 0; i < n && (int)i < R->o.top; i++) {
     if (a[i].bytes <= 0) break;
     char name[600];
     if (a[i].file) snprintf(name, sizeof name, "%s (%s)", a[i].name, base_name(a[i].file));
     else snprintf(name, sizeof name, "%s", a[i].name);
-    fprintf(out, "  %12s %5.1f%% %10lld  %s\n", rpt_bytes((double)a[i].bytes, b, sizeof b),
-            total ? 100.0 * (double)a[i].bytes / (double)total : 0.0, (long long)a[i].count, name);
+    snprintf(pct, sizeof pct, "%.1f%%", total ? 100.0 * (double)a[i].bytes / (double)total : 0.0);
+    snprintf(cnt, sizeof cnt, "%lld", (long long)a[i].count);
+    tbl_add(&t, rpt_bytes((double)a[i].bytes, b, sizeof b), pct, cnt, name);
   }
+  tbl_print(out, &t);
   rpt_agg_free(a, n);
 }
 
@@ -113,8 +221,10 @@ static void print_stacks(FILE *out, rpt_t *R, rpt_proc_t *only, int which, int64
 static void print_hist(FILE *out, const uint64_t *cnt, const uint64_t *bytes) {
   uint64_t tc = 0, tb = 0, mc = 0;
   for (int b = 0; b < RPT_HIST_BINS; b++) { tc += cnt[b]; tb += bytes[b]; if (cnt[b] > mc) mc = cnt[b]; }
-  char lo[32], hi[32], bb[32];
-  fprintf(out, "  %-25s %12s %6s %12s %6s\n", "size", "allocs", "%", "bytes", "%");
+  char lo[32], hi[32], bb[32], cn[24], pc[16], pb[16];
+  tbl_t t;
+  tbl_init(&t, "  l25 r12 r6 r12 r6  l");
+  tbl_add(&t, "size", "allocs", "%", "bytes", "%", "");
   for (int b = 0; b < RPT_HIST_BINS; b++) {
     if (!cnt[b]) continue;
     char range[80];
@@ -126,10 +236,12 @@ static void print_hist(FILE *out, const uint64_t *cnt, const uint64_t *bytes) {
       snprintf(range, sizeof range, "%s - %s", lo, hi);
     }
     int bar = mc ? (int)(20.0 * (double)cnt[b] / (double)mc + 0.5) : 0;
-    fprintf(out, "  %-25s %12llu %5.1f%% %12s %5.1f%%  %.*s\n", range, (unsigned long long)cnt[b],
-            tc ? 100.0 * (double)cnt[b] / (double)tc : 0.0, rpt_bytes((double)bytes[b], bb, sizeof bb),
-            tb ? 100.0 * (double)bytes[b] / (double)tb : 0.0, bar, "####################");
+    snprintf(cn, sizeof cn, "%llu", (unsigned long long)cnt[b]);
+    snprintf(pc, sizeof pc, "%.1f%%", tc ? 100.0 * (double)cnt[b] / (double)tc : 0.0);
+    snprintf(pb, sizeof pb, "%.1f%%", tb ? 100.0 * (double)bytes[b] / (double)tb : 0.0);
+    tbl_add(&t, range, cn, pc, rpt_bytes((double)bytes[b], bb, sizeof bb), pb, &"####################"[20 - bar]);
   }
+  tbl_print(out, &t);
 }
 
 void rpt_print_text(rpt_t *R, FILE *out) {
@@ -151,36 +263,41 @@ void rpt_print_text(rpt_t *R, FILE *out) {
   time_t when = (time_t)(p0->h.start_realtime_ns / 1000000000u);
   char date[64] = "";
   strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S", localtime(&when));
+  int ranked = 0;
+  for (size_t i = 0; i < R->np; i++) ranked |= rpt_is_rank(&R->p[i]);
+  char size[32] = "no MPI ranks";
+  if (ranked) snprintf(size, sizeof size, "%d rank%s", p0->h.size, p0->h.size == 1 ? "" : "s");
   fprintf(out, "hpcmem-report: %s\n", R->input);
-  fprintf(out, "  job %s, %zu process%s (%d ranks) on %llu host%s, started %s, %.3f s traced\n", p0->h.jobid, R->np,
-          R->np == 1 ? "" : "es", p0->h.size, (unsigned long long)hosts(R), hosts(R) == 1 ? "" : "s", date,
+  fprintf(out, "  job %s, %zu process%s (%s) on %llu host%s, started %s, %.3f s traced\n", p0->h.jobid, R->np,
+          R->np == 1 ? "" : "es", size, (unsigned long long)hosts(R), hosts(R) == 1 ? "" : "s", date,
           rpt_seconds(R, t_end));
   fprintf(out, "  %llu events, %llu threads, symbols: %s\n", (unsigned long long)events, (unsigned long long)threads,
           hmt_sym_method(R->sym));
   for (size_t i = 0; i < R->np; i++) {
     const rpt_proc_t *P = &R->p[i];
-    rpt_proc_label(R, P, lab, sizeof lab);
-    if (P->failed) fprintf(out, "  ! rank %s: read up to an error: %s\n", lab, P->error);
+    rpt_proc_name(R, P, lab, sizeof lab);
+    if (P->failed) fprintf(out, "  ! %s: read up to an error: %s\n", lab, P->error);
     else if (P->info.truncated)
-      fprintf(out, "  ! rank %s: %s ends inside a block at offset %llu (the process was killed?); read up to there\n",
+      fprintf(out, "  ! %s: %s ends inside a block at offset %llu (the process was killed?); read up to there\n",
               lab, P->path, (unsigned long long)P->info.truncated_at);
-    else if (!P->info.flush.present) fprintf(out, "  ! rank %s: the trace has no end marker (the process was killed?)\n", lab);
+    else if (!P->info.flush.present) fprintf(out, "  ! %s: the trace has no end marker (the process was killed?)\n", lab);
     else if (!complete(P)) {
       char why[32];
-      fprintf(out, "  ! rank %s: the trace ends at %s\n", lab, hmt_flush_reason_name(P->info.flush.reason, why, sizeof why));
+      fprintf(out, "  ! %s: the trace ends at %s\n", lab, hmt_flush_reason_name(P->info.flush.reason, why, sizeof why));
     }
     if (P->info.skipped_blocks)
-      fprintf(out, "  ! rank %s: %llu damaged blocks skipped (%llu bytes)\n", lab,
+      fprintf(out, "  ! %s: %llu damaged blocks skipped (%llu bytes)\n", lab,
               (unsigned long long)P->info.skipped_blocks, (unsigned long long)P->info.skipped_bytes);
     if (P->n_unmatched_free + P->n_unknown_realloc)
-      fprintf(out, "  note: rank %s: %llu frees of memory allocated before the trace started\n", lab,
+      fprintf(out, "  note: %s: %llu frees of memory allocated before the trace started\n", lab,
               (unsigned long long)(P->n_unmatched_free + P->n_unknown_realloc));
   }
 
   /* high-water marks */
   fprintf(out, "\nHigh-water mark per rank\n");
-  fprintf(out, "  %-8s %-16s %12s %10s %12s %10s %10s %12s\n", "rank", "host", "peak", "at (s)", "live at end",
-          "allocs", "frees", "S at peak");
+  tbl_t t;
+  tbl_init(&t, "  l8 l16 r12 r10 r12 r10 r10 r12");
+  tbl_add(&t, "rank", "host", "peak", "at (s)", "live at end", "allocs", "frees", "S at peak");
   size_t *order = rpt_ranks_by_hwm(R);
   size_t *byrank = malloc(R->np * sizeof *byrank);
   for (size_t i = 0; i < R->np; i++) byrank[i] = i;
@@ -188,21 +305,24 @@ void rpt_print_text(rpt_t *R, FILE *out) {
   for (size_t k = 0; k < R->np; k++) {
     size_t i = limit ? order[k] : byrank[k];
     if (limit && k == 10) {
-      fprintf(out, "  ... %zu more ranks (--all-ranks shows them)\n", R->np - 20);
+      char more[80];
+      snprintf(more, sizeof more, "  ... %zu more ranks (--all-ranks shows them)", R->np - 20);
+      tbl_note(&t, more);
       k = R->np - 11;
       continue;
     }
     const rpt_proc_t *P = &R->p[i];
     int64_t sys = rpt_at_peak(P, &P->sys, NULL);
-    char at[32] = "-";
+    char at[32] = "-", allocs[24], frees[24];
     if (P->peak > 0) snprintf(at, sizeof at, "%.3f", rpt_seconds(R, P->peak_t));
-    fprintf(out, "  %-8s %-16.16s %12s %10s %12s %10llu %10llu %12s\n", rpt_proc_label(R, P, lab, sizeof lab),
-            P->h.hostname, rpt_bytes((double)P->peak, b1, sizeof b1), at,
-            rpt_bytes((double)P->cur, b2, sizeof b2),
-            (unsigned long long)(P->n_kind[HPCMEM_EV_MALLOC] + P->n_kind[HPCMEM_EV_CALLOC] + P->n_kind[HPCMEM_EV_MEMALIGN] +
-                                 P->n_kind[HPCMEM_EV_REALLOC]),
-            (unsigned long long)P->n_kind[HPCMEM_EV_FREE], rpt_bytes((double)sys, b3, sizeof b3));
+    snprintf(allocs, sizeof allocs, "%llu",
+             (unsigned long long)(P->n_kind[HPCMEM_EV_MALLOC] + P->n_kind[HPCMEM_EV_CALLOC] +
+                                  P->n_kind[HPCMEM_EV_MEMALIGN] + P->n_kind[HPCMEM_EV_REALLOC]));
+    snprintf(frees, sizeof frees, "%llu", (unsigned long long)P->n_kind[HPCMEM_EV_FREE]);
+    tbl_add(&t, rpt_proc_label(R, P, lab, sizeof lab), P->h.hostname, rpt_bytes((double)P->peak, b1, sizeof b1), at,
+            rpt_bytes((double)P->cur, b2, sizeof b2), allocs, frees, rpt_bytes((double)sys, b3, sizeof b3));
   }
+  tbl_print(out, &t);
   free(byrank);
 
   /* the job */
@@ -219,8 +339,10 @@ void rpt_print_text(rpt_t *R, FILE *out) {
   rpt_hwm_stats(R, &mn, &mx, &mean, &sd, &imin, &imax);
   if (R->np > 1) {
     fprintf(out, "\nImbalance of the high-water mark across ranks\n");
-    fprintf(out, "  min %s (rank %d)  max %s (rank %d)  mean %s  sd %s  CV %.1f%%\n", rpt_bytes(mn, b1, sizeof b1),
-            R->p[imin].h.rank, rpt_bytes(mx, b2, sizeof b2), R->p[imax].h.rank, rpt_bytes(mean, b3, sizeof b3),
+    char lmin[64];
+    fprintf(out, "  min %s (%s)  max %s (%s)  mean %s  sd %s  CV %.1f%%\n", rpt_bytes(mn, b1, sizeof b1),
+            rpt_proc_name(R, &R->p[imin], lmin, sizeof lmin), rpt_bytes(mx, b2, sizeof b2),
+            rpt_proc_name(R, &R->p[imax], lab, sizeof lab), rpt_bytes(mean, b3, sizeof b3),
             rpt_bytes(sd, b4, sizeof b4), mean > 0 ? 100.0 * sd / mean : 0.0);
     double imb = mx > 0 ? (mx - mean) / mx : 0;
     fprintf(out, "  (max - mean) / max = %.1f%%%s\n", 100.0 * imb,
@@ -228,7 +350,7 @@ void rpt_print_text(rpt_t *R, FILE *out) {
     fprintf(out, "  heaviest:");
     for (size_t k = 0; k < R->np && k < 5; k++) {
       const rpt_proc_t *P = &R->p[order[k]];
-      fprintf(out, "%s rank %s %s (%+.1f%%)", k ? "," : "", rpt_proc_label(R, P, lab, sizeof lab),
+      fprintf(out, "%s %s %s (%+.1f%%)", k ? "," : "", rpt_proc_name(R, P, lab, sizeof lab),
               rpt_bytes((double)P->peak, b1, sizeof b1), mean > 0 ? 100.0 * ((double)P->peak - mean) / mean : 0.0);
     }
     fprintf(out, "\n");
@@ -240,8 +362,10 @@ void rpt_print_text(rpt_t *R, FILE *out) {
     if (!shown(R, i, imin, imax)) continue;
     rpt_proc_t *P = &R->p[i];
     const char *why = R->np == 1 ? "" : i == imax ? " (largest high-water mark)" : i == imin ? " (smallest high-water mark)" : "";
-    fprintf(out, "\nRank %s at its peak, %s at %.3f s%s\n", rpt_proc_label(R, P, lab, sizeof lab),
-            rpt_bytes((double)P->peak, b1, sizeof b1), peak_seconds(R, P->peak, P->peak_t), why);
+    rpt_proc_name(R, P, lab, sizeof lab);
+    lab[0] = (char)toupper((unsigned char)lab[0]);   /* "Rank 3", "Process 1234" */
+    fprintf(out, "\n%s at its peak, %s at %.3f s%s\n", lab, rpt_bytes((double)P->peak, b1, sizeof b1),
+            peak_seconds(R, P->peak, P->peak_t), why);
     fprintf(out, " by function (top %d)%s:\n", R->o.top, R->o.collapse ? ", wrappers collapsed" : "");
     print_breakdown(out, R, P, 0, 0, P->peak, "function");
     fprintf(out, " by library:\n");
@@ -410,7 +534,8 @@ int rpt_write_json(rpt_t *R, FILE *o) {
   fputs("},\"ranks\":[", o);
   for (size_t i = 0; i < R->np; i++) {
     rpt_proc_t *P = &R->p[i];
-    fprintf(o, "%s{\"rank\":%d,\"pid\":%u", i ? "," : "", P->h.rank, P->h.pid);
+    fprintf(o, "%s{\"rank\":%d,\"is_rank\":%s,\"pid\":%u", i ? "," : "", P->h.rank, rpt_is_rank(P) ? "true" : "false",
+            P->h.pid);
     json_str(o, ",\"host\":", P->h.hostname);
     json_str(o, ",\"file\":", P->path);
     char why[32];

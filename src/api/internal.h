@@ -121,6 +121,15 @@ static inline int _hpcmem_stats_light(hpcmem_tcache_t *t, uint64_t calls, uint64
 void _hpcmem_stats_init(void);
 /* High-water mark of the private segment's share of the published total. */
 uint64_t _hpcmem_stats_private_peak(void);
+/* hpcmem_stats(), hpcmem_timeline() and hpcmem_seg_stats() for the summary of
+ * a fatal signal (mpi/sample.c): they never wait long for a lock, whose
+ * holder the signal may have interrupted, and read without it then; the
+ * return value / *approx says so: 1 when a figure may be approximate
+ * (stats.c, segment_api.c). */
+#define HPCMEM_SIGNAL_WAIT_NS 20000000u   /* the longest such a reader waits for a lock: 20 ms */
+int _hpcmem_stats_nowait(hpcmem_stats_t *out);
+size_t _hpcmem_timeline_nowait(hpcmem_sample_t *out, size_t max, int *approx);
+int _hpcmem_seg_stats_nowait(int seg, hpcmem_seg_stats_t *out);
 /* counters of threads that never got a cache (allocation before any cache exists) */
 void _hpcmem_stats_add_error(void);
 

@@ -24,9 +24,15 @@ EXPORT const char *hpcmem_seg_name(int seg) {
   return seg >= 0 && seg < HPCMEM_SEG_COUNT ? seg_names[seg] : NULL;
 }
 
+/* The segment plain malloc uses now, which is not always the one
+ * HPCMEM_DEFAULT_SEGMENT names: alloc_routed (alloc.c) keeps malloc in
+ * private memory while that segment cannot serve it (shared: before MPI_Init,
+ * outside an MPI job, in a forked child; interleaved: when it could not be
+ * made).  Same test as there, so the two cannot disagree. */
 EXPORT int hpcmem_seg_default(void) {
   if (!_hpcmem_ready) _hpcmem_init();
-  return _hpcmem_default_seg;
+  int seg = _hpcmem_default_seg;
+  return seg == HPCMEM_SEG_PRIVATE || _hpcmem_seg_serves_malloc(seg) ? seg : HPCMEM_SEG_PRIVATE;
 }
 
 static int resolve(int seg) {
@@ -218,9 +224,9 @@ EXPORT int hpcmem_seg_info(int seg, hpcmem_seg_info_t *out) {
   return 0;
 }
 
-EXPORT int hpcmem_seg_stats(int seg, hpcmem_seg_stats_t *out) {
-  int s = resolve(seg);
-  if (s < 0 || !out) return -EINVAL;
+/* hpcmem_seg_stats(); with nowait for the summary of a fatal signal
+ * (_hpcmem_seg_stats_nowait): 1 when approximate. */
+static int seg_stats_take(int s, hpcmem_seg_stats_t *out, int nowait) {
   memset(out, 0, sizeof *out);
   if (s != HPCMEM_SEG_PRIVATE) {
     hpcmem_segment_t *sg = &_hpcmem_segs[s];
@@ -236,9 +242,9 @@ EXPORT int hpcmem_seg_stats(int seg, hpcmem_seg_stats_t *out) {
   }
   /* private = the process totals less the other segments */
   hpcmem_stats_t all;
-  hpcmem_stats(&all);
+  int approx = nowait ? _hpcmem_stats_nowait(&all) : hpcmem_stats(&all);
   hpcmem_seg_stats_t o[HPCMEM_SEG_COUNT];
-  for (int i = HPCMEM_SEG_INTERLEAVED; i < HPCMEM_SEG_COUNT; i++) hpcmem_seg_stats(i, &o[i]);
+  for (int i = HPCMEM_SEG_INTERLEAVED; i < HPCMEM_SEG_COUNT; i++) seg_stats_take(i, &o[i], nowait);
 #define PRIVATE_PART_(field, total) \
   out->field = total - o[HPCMEM_SEG_INTERLEAVED].field - o[HPCMEM_SEG_SHARED].field; \
   if ((int64_t)out->field < 0) out->field = 0;
@@ -251,7 +257,20 @@ EXPORT int hpcmem_seg_stats(int seg, hpcmem_seg_stats_t *out) {
   out->peak_bytes = _hpcmem_stats_private_peak();
   if (out->peak_bytes < out->current_bytes) out->peak_bytes = out->current_bytes;
   out->reserved_bytes = _hpcmem_heaps.size + (size_t)(_hpcmem_large.end - _hpcmem_large.base);
+  return approx;
+}
+
+EXPORT int hpcmem_seg_stats(int seg, hpcmem_seg_stats_t *out) {
+  int s = resolve(seg);
+  if (s < 0 || !out) return -EINVAL;
+  seg_stats_take(s, out, 0);
   return 0;
+}
+
+__attribute__((noinline, cold)) int _hpcmem_seg_stats_nowait(int seg, hpcmem_seg_stats_t *out) {
+  int s = resolve(seg);
+  if (s < 0 || !out) return -EINVAL;
+  return seg_stats_take(s, out, 1);
 }
 
 EXPORT int hpcmem_seg_offset(const void *p, uint64_t *off) {

@@ -244,8 +244,10 @@ int _hpcmem_large_tiers(hpcmem_large_t *tiers[HPCMEM_SEG_COUNT + 1]) {
   return n;
 }
 
-EXPORT int hpcmem_stats(hpcmem_stats_t *out) {
-  if (!out) return -EINVAL;
+/* hpcmem_stats(), or with nowait its reading for the summary of a fatal
+ * signal (_hpcmem_stats_nowait): 1 when a figure is approximate. */
+static int stats_take(hpcmem_stats_t *out, int nowait) {
+  int approx = 0;
   if (!_hpcmem_ready) _hpcmem_init();
   memset(out, 0, sizeof *out);
   uint64_t unpublished = 0;
@@ -269,13 +271,32 @@ EXPORT int hpcmem_stats(hpcmem_stats_t *out) {
   hpcmem_large_t *tiers[HPCMEM_SEG_COUNT + 1];
   for (int n = _hpcmem_large_tiers(tiers), i = 0; i < n; i++) {   /* the segments' tiers too */
     hpcmem_large_stats_t ls;
-    _hpcmem_large_stats(tiers[i], &ls);
+    if (nowait) approx |= _hpcmem_large_stats_nowait(tiers[i], &ls, HPCMEM_SIGNAL_WAIT_NS);
+    else _hpcmem_large_stats(tiers[i], &ls);
     out->mapped_bytes += ls.mapped_bytes;
     out->retained_bytes += ls.retained_bytes;
     out->decayed_bytes += ls.decayed_bytes;
   }
+  return approx;
+}
+
+EXPORT int hpcmem_stats(hpcmem_stats_t *out) {
+  if (!out) return -EINVAL;
+  stats_take(out, 0);
   return 0;
 }
+
+/* ---- for the summary of a fatal signal ------------------------------------
+ * Its handler may have interrupted the holder of a lock these readers take:
+ * its own thread, crashed inside a large free or hit by SIGTERM there, which
+ * never lets go (the summary spun until its watchdog ended the process
+ * without one).  So they wait HPCMEM_SIGNAL_WAIT_NS at most for a lock
+ * -- another thread's hold is over by then -- and else read without it, and
+ * say so: a figure may then be off by the operation in progress.
+ * hpcmem_stats() and hpcmem_timeline() keep waiting and stay exact.  (The
+ * thread caches' registry lock, heap/tcache.c, is still waited for: a thread
+ * holds it only while it starts or ends.) */
+HPCMEM_NOINLINE __attribute__((cold)) int _hpcmem_stats_nowait(hpcmem_stats_t *out) { return stats_take(out, 1); }
 
 uint64_t _hpcmem_stats_private_peak(void) {
   int64_t v = __atomic_load_n(&private_peak, __ATOMIC_RELAXED);
@@ -309,6 +330,21 @@ EXPORT size_t hpcmem_timeline(hpcmem_sample_t *out, size_t max) {
   size_t n = timeline_n;
   if (out) memcpy(out, timeline, (n < max ? n : max) * sizeof *out);
   _hpcmem_unlock_st(&timeline_lock);
+  return n;
+}
+
+/* hpcmem_timeline() for the summary of a fatal signal (above): without the
+ * lock, the pending sample stays out (committing it writes) and the copy may
+ * meet a sample being added or the buffer being thinned; *approx set then. */
+HPCMEM_NOINLINE __attribute__((cold)) size_t _hpcmem_timeline_nowait(hpcmem_sample_t *out, size_t max, int *approx) {
+  if (!_hpcmem_ready) _hpcmem_init();
+  int held = _hpcmem_single_threaded() || _hpcmem_lock_within(&timeline_lock, HPCMEM_SIGNAL_WAIT_NS);
+  if (held) commit_pending_locked();
+  else *approx = 1;
+  size_t n = __atomic_load_n(&timeline_n, __ATOMIC_RELAXED);
+  if (n > TIMELINE_MAX) n = TIMELINE_MAX;
+  if (out) memcpy(out, timeline, (n < max ? n : max) * sizeof *out);
+  if (held) _hpcmem_unlock_st(&timeline_lock);
   return n;
 }
 

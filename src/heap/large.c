@@ -2060,9 +2060,8 @@ void _hpcmem_large_decay(hpcmem_large_t *L, uint64_t now_ns, int force) {
 
 /* ---------------------------------------------------- statistics, check */
 
-void _hpcmem_large_stats(hpcmem_large_t *L, hpcmem_large_stats_t *out) {
-  memset(out, 0, sizeof *out);
-  _hpcmem_lock_st(&L->lock);
+/* The counters of L, plain loads: what needs no walk. */
+static void stats_counters(const hpcmem_large_t *L, hpcmem_large_stats_t *out) {
   out->reserved_bytes = (size_t)(L->end - L->base);
   for (int i = 0; i < L->narenas; i++) out->mapped_bytes += (size_t)(L->ar[i].top - L->ar[i].lo);
   out->live_bytes = L->live_bytes;
@@ -2079,6 +2078,24 @@ void _hpcmem_large_stats(hpcmem_large_t *L, hpcmem_large_stats_t *out) {
   out->tcache_hits = L->tc_hits_gone;
   out->tcache_offs = L->tc_offs_gone;
   out->tcache_grows = L->tc_grows;
+  out->land_tries = L->land_tries;
+  out->land_hits = L->land_hits;
+  out->swept_pages = L->swept_pages;
+  out->probe_count = L->probe_count;
+  out->spots_mode = (int)L->spots_on;
+  out->spot_hits = L->spot_hits;
+  out->alloc_count = L->alloc_count;
+  out->free_count = L->free_count;
+  out->resize_count = L->resize_count;
+  out->grow_count = L->grow_count;
+  out->decay_count = L->decay_count;
+  out->error_count = L->error_count;
+}
+
+/* Under the lock: the counters and what takes walks of the lists and trees
+ * (the threads' caches, the largest free block). */
+static void stats_locked(const hpcmem_large_t *L, hpcmem_large_stats_t *out) {
+  stats_counters(L, out);
   for (const struct hpcmem_large_tc *c = L->tcs; c; c = c->next) {   /* racy: their owners go on */
     out->tcache_hits += c->hits;
     out->tcache_offs += __atomic_load_n(&c->offs, __ATOMIC_RELAXED);
@@ -2095,12 +2112,6 @@ void _hpcmem_large_stats(hpcmem_large_t *L, hpcmem_large_stats_t *out) {
   out->free_blocks += out->tcache_blocks;
   out->free_bytes += out->tcache_bytes;
   out->retained_bytes += out->tcache_bytes;
-  out->land_tries = L->land_tries;
-  out->land_hits = L->land_hits;
-  out->swept_pages = L->swept_pages;
-  out->probe_count = L->probe_count;
-  out->spots_mode = (int)L->spots_on;
-  out->spot_hits = L->spot_hits;
   for (int i = 0; i < L->narenas; i++) {
     const arena_t *A = &L->ar[i];
     for (int c = HPCMEM_LARGE_CLASSES - 1; c >= 0; c--) {
@@ -2111,13 +2122,29 @@ void _hpcmem_large_stats(hpcmem_large_t *L, hpcmem_large_stats_t *out) {
       break;
     }
   }
-  out->alloc_count = L->alloc_count;
-  out->free_count = L->free_count;
-  out->resize_count = L->resize_count;
-  out->grow_count = L->grow_count;
-  out->decay_count = L->decay_count;
-  out->error_count = L->error_count;
+}
+
+void _hpcmem_large_stats(hpcmem_large_t *L, hpcmem_large_stats_t *out) {
+  memset(out, 0, sizeof *out);
+  _hpcmem_lock_st(&L->lock);
+  stats_locked(L, out);
   _hpcmem_unlock_st(&L->lock);
+}
+
+/* For the summary of a fatal signal, which may have interrupted the lock's
+ * holder (this very thread, in a large free): the lock if it comes free
+ * within wait_ns, else the counters alone, read as they are -- perhaps in
+ * the middle of an update, and without the threads' cached blocks and the
+ * largest free block, whose lists and trees may be half relinked.  A
+ * single-threaded process takes no lock (heap/single.h): as
+ * _hpcmem_large_stats.  0: exact; 1: approximate. */
+__attribute__((noinline, cold)) int _hpcmem_large_stats_nowait(hpcmem_large_t *L, hpcmem_large_stats_t *out, uint64_t wait_ns) {
+  memset(out, 0, sizeof *out);
+  if (_hpcmem_single_threaded()) { stats_locked(L, out); return 0; }
+  if (!_hpcmem_lock_within(&L->lock, wait_ns)) { stats_counters(L, out); return 1; }
+  stats_locked(L, out);
+  _hpcmem_unlock(&L->lock);
+  return 0;
 }
 
 /* Black height of the subtree, or -1 after reporting a violation. */

@@ -239,6 +239,9 @@ void _hpcmem_large_decay(hpcmem_large_t *L, uint64_t now_ns, int force);
 /* Full invariant check: 0, or -EFAULT after logging what is wrong. */
 int _hpcmem_large_check(hpcmem_large_t *L);
 void _hpcmem_large_stats(hpcmem_large_t *L, hpcmem_large_stats_t *out);
+/* The same without waiting more than wait_ns for the lock (the summary of
+ * a fatal signal): 0 exact, 1 approximate (counters only, read unlocked). */
+int _hpcmem_large_stats_nowait(hpcmem_large_t *L, hpcmem_large_stats_t *out, uint64_t wait_ns);
 
 void _hpcmem_large_fork_prepare(hpcmem_large_t *L);
 void _hpcmem_large_fork_parent(hpcmem_large_t *L);

@@ -463,16 +463,21 @@ int _hpcmem_place_where(const void *p, size_t len, hpcmem_where_t *out, int max)
   return k;
 }
 
-int _hpcmem_place_classes(hpcmem_class_info_t *out, int max) {
+/* The classes; with wait_ns (the summary of a fatal signal) the lock only if
+ * it comes free that soon, and not the node's (an MPI call in a signal
+ * handler): *approx set when read without the lock. */
+static int classes_take(hpcmem_class_info_t *out, int max, uint64_t wait_ns, int *approx) {
   if (max < 0 || (max > 0 && !out)) return -EINVAL;
   uint64_t cap[HPCMEM_PLACE_NODES], others[HPCMEM_PLACE_NODES];
   hpcmem_mem_class_t cl[HPCMEM_MEM_KINDS_];
   int n = _hpcmem_topo_classes(cl, HPCMEM_MEM_KINDS_), k = 0;
-  _hpcmem_lock(&lock);
+  int mine = 1;
+  if (!wait_ns) _hpcmem_lock(&lock);
+  else if (!(mine = _hpcmem_lock_within(&lock, wait_ns))) *approx = 1;
   node_caps(cap);
   /* under the node lock: no decision half-published, so used + used_node
    * is a sum that existed (a snapshot never shows more than the node has) */
-  int held = node_lock();
+  int held = !wait_ns && node_lock();
   node_others(others);
   node_unlock(held);
   for (int i = 0; i < n && i < HPCMEM_MEM_KINDS_; i++) {
@@ -490,8 +495,18 @@ int _hpcmem_place_classes(hpcmem_class_info_t *out, int max) {
     }
     k++;
   }
-  _hpcmem_unlock(&lock);
+  if (mine) _hpcmem_unlock(&lock);
   return k;
+}
+
+int _hpcmem_place_classes(hpcmem_class_info_t *out, int max) {
+  int approx = 0;
+  return classes_take(out, max, 0, &approx);
+}
+
+__attribute__((noinline, cold)) int _hpcmem_place_classes_nowait(hpcmem_class_info_t *out, int max, uint64_t wait_ns,
+                                                                 int *approx) {
+  return classes_take(out, max, wait_ns ? wait_ns : 1, approx);
 }
 
 int _hpcmem_place_limit(int cls, uint64_t bytes) {
@@ -509,6 +524,14 @@ void _hpcmem_place_get_stats(hpcmem_place_stats_t *out) {
   *out = stats;
   out->epoch = (uint64_t)epoch;
   _hpcmem_unlock(&lock);
+}
+
+__attribute__((noinline, cold)) int _hpcmem_place_get_stats_nowait(hpcmem_place_stats_t *out, uint64_t wait_ns) {
+  int mine = _hpcmem_lock_within(&lock, wait_ns);
+  *out = stats;
+  out->epoch = (uint64_t)epoch;
+  if (mine) _hpcmem_unlock(&lock);
+  return !mine;
 }
 
 void _hpcmem_place_set_share(const hpcmem_place_share_t *s) {

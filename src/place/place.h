@@ -97,6 +97,12 @@ int _hpcmem_place_where(const void *p, size_t len, hpcmem_where_t *out, int max)
 int _hpcmem_place_classes(hpcmem_class_info_t *out, int max);
 int _hpcmem_place_limit(int cls, uint64_t bytes);
 void _hpcmem_place_get_stats(hpcmem_place_stats_t *out);
+/* The two above for the summary of a fatal signal, whose handler may have
+ * interrupted the holder of the placement lock: they wait wait_ns at most
+ * for it, then read without it (*approx = 1, or the return value 1), and
+ * never take the node's lock (an MPI call). */
+int _hpcmem_place_classes_nowait(hpcmem_class_info_t *out, int max, uint64_t wait_ns, int *approx);
+int _hpcmem_place_get_stats_nowait(hpcmem_place_stats_t *out, uint64_t wait_ns);
 
 /* Forget every request and limit (tests; the ranges are released). */
 void _hpcmem_place_reset(void);

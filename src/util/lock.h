@@ -4,6 +4,8 @@
 #ifndef HPCMEM_UTIL_LOCK_H
 #define HPCMEM_UTIL_LOCK_H
 #include <sched.h>
+#include <stdint.h>
+#include <time.h>
 
 typedef struct { volatile int v; } hpcmem_lock_t;
 #define HPCMEM_LOCK_INIT {0}
@@ -20,5 +22,20 @@ static inline void _hpcmem_lock(hpcmem_lock_t *l) {
   }
 }
 static inline void _hpcmem_unlock(hpcmem_lock_t *l) { __atomic_store_n(&l->v, 0, __ATOMIC_RELEASE); }
+
+/* The lock if it comes free within about ns nanoseconds (1), else 0 and not
+ * held.  For readers that must not wait for ever: the summary of a fatal
+ * signal, whose handler may have interrupted the holder -- its own thread,
+ * which will never let go.  Another thread's hold lasts microseconds. */
+static inline int _hpcmem_lock_within(hpcmem_lock_t *l, uint64_t ns) {
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (;;) {
+    if (_hpcmem_lock_try(l)) return 1;
+    sched_yield();
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    if ((uint64_t)((int64_t)(t.tv_sec - t0.tv_sec) * 1000000000 + (t.tv_nsec - t0.tv_nsec)) >= ns) return 0;
+  }
+}
 
 #endif

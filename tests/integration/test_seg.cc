@@ -221,7 +221,7 @@ TEST(hpcmem_seg_name, names_and_unknown) {
 }
 
 TEST(hpcmem_seg_default, follows_HPCMEM_DEFAULT_SEGMENT) {
-  // this test program runs with the default setting (tests/integration/test_seg_default.sh
+  // this test program runs with the default setting (tests/segment/test_seg_env.sh
   // runs plain malloc with the others)
   if (getenv("HPCMEM_DEFAULT_SEGMENT")) GTEST_SKIP() << "HPCMEM_DEFAULT_SEGMENT is set";
   EXPECT_EQ(hpcmem_seg_default(), HPCMEM_SEG_PRIVATE);

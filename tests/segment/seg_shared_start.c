@@ -6,7 +6,8 @@
  * Then each rank forks: plain malloc's objects live in the shared mapping,
  * and the child must see them as at the fork and its writes must not reach
  * the parent (fork gives the child a copy), while the child still
- * allocates, grows and frees.
+ * allocates, grows and frees.  hpcmem_seg_default() follows plain malloc:
+ * private before MPI_Init and in the forked child, shared in the rank.
  * Prints "rank R: OK" or "rank R: FAIL ..." per rank; exit 1 on a failure. */
 #include <mpi.h>
 #include <stdint.h>
@@ -43,6 +44,7 @@ static const char *fork_check(void) {
   char *mine = malloc(N), *big = malloc(BIG);
   if (!mine || !big) return "malloc failed";
   if (hpcmem_seg_of(mine) != HPCMEM_SEG_SHARED) return "plain malloc not in the shared segment";
+  if (hpcmem_seg_default() != HPCMEM_SEG_SHARED) return "hpcmem_seg_default() does not say shared after MPI_Init";
   memset(mine, 0x11, N);
   big[0] = 1;
   /* the block may reuse pages the rank touched before (MPI's own objects
@@ -57,6 +59,7 @@ static const char *fork_check(void) {
     usleep(200000);                  /* the parent writes meanwhile */
     int code = 0;
     if (mine[0] != 0x11 || mine[N - 1] != 0x11) code = 4;          /* not the fork's snapshot */
+    else if (hpcmem_seg_default() != HPCMEM_SEG_PRIVATE) code = 6;   /* its malloc is private */
     else if (big[0] != 1 || resident(hole, hole_len) != 0) code = 5;   /* untouched pages copied */
     memset(mine, 0x22, N);
     char *more = malloc(5000), *grown = realloc(mine, 2 * N);
@@ -72,6 +75,7 @@ static const char *fork_check(void) {
     case 0: break;
     case 4: return "the child saw the parent's writes made after the fork";
     case 5: return "the copy filled in untouched pages";
+    case 6: return "hpcmem_seg_default() in the child does not say private";
     default: return "the child could not allocate";
   }
   int kept = mine[0] == 0x33 && mine[N / 2] == 0x33 && mine[N - 1] == 0x33;
@@ -83,9 +87,12 @@ static const char *fork_check(void) {
 }
 
 int main(int argc, char **argv) {
+  int before = hpcmem_seg_default();   /* malloc is private until MPI_Init makes the node's segment */
   MPI_Init(&argc, &argv);
   int rank, rc = 0, ok = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (before != HPCMEM_SEG_PRIVATE)
+    printf("rank %d: FAIL hpcmem_seg_default() before MPI_Init: %d, not private\n", rank, before);
   uint64_t off = 0;
   char *s = NULL;
   if (rank == 0) {
@@ -112,6 +119,7 @@ int main(int argc, char **argv) {
   const char *why = fork_check();
   if (*why) { printf("rank %d: FAIL after fork: %s\n", rank, why); ok = 0; }
   else printf("rank %d: fork OK\n", rank);
+  ok &= before == HPCMEM_SEG_PRIVATE;
   int all = 0;
   MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   MPI_Finalize();

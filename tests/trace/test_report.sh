@@ -153,6 +153,43 @@ else
   ko text_report "$(head -c 300 "$dir/report.txt")"
 fi
 
+# every table of the text report lines up (tests/trace/check_text_tables.py)
+bad=$(python3 "$(dirname "$0")/check_text_tables.py" "$dir/report.txt")
+[ -z "$bad" ] && ok text_tables_line_up || ko text_tables_line_up "$bad"
+
+# --- processes that are no MPI ranks --------------------------------------------------
+# two of them with rank -1 in their headers (the format's "no rank") on a host
+# with a 54-character name (tests/trace/tie_job.c): no "-1" anywhere, each
+# named by its pid, the host in full and the table still in line
+mkdir -p "$dir/norank"
+if "$b/tests/trace/tie_job" "$dir/norank" no-rank && "$REPORT" --svg="$dir/norank-svg" "$dir/norank" > "$dir/norank.txt" 2> "$dir/norank.err"; then
+  if ! grep -qE '(^|[^0-9.])-1([^0-9.]|$)' "$dir/norank.txt" && grep -q '^  - (pid 4242) ' "$dir/norank.txt" &&
+     grep -q '^Process 4343 at its peak' "$dir/norank.txt" && grep -q '(process 4242)' "$dir/norank.txt" &&
+     grep -q '(no MPI ranks)' "$dir/norank.txt"; then ok no_rank.named_by_pid_in_the_text
+  else ko no_rank.named_by_pid_in_the_text "$(grep -E -e '-1|pid|rank' "$dir/norank.txt" | head -5 | tr '\n' '|')"; fi
+  bad=$(python3 "$(dirname "$0")/check_text_tables.py" "$dir/norank.txt")
+  grep -q ' login-node-with-a-rather-long-name.cluster.example.org ' "$dir/norank.txt" || bad="$bad (host name cut)"
+  [ -z "$bad" ] && ok no_rank.long_labels_and_host_keep_the_table_in_line || ko no_rank.long_labels_and_host_keep_the_table_in_line "$bad"
+  bad=$(grep -l -e '>-1<' -e 'rank -1' "$dir"/norank-svg/*.svg)
+  grep -q '>process 4343' "$dir/norank-svg/memory-over-time.svg" || bad="$bad (no process 4343 in the legend)"
+  clip=$(python3 "$(dirname "$0")/check_svg_labels.py" "$dir/norank-svg") || bad="$bad (labels cut off: $clip)"
+  [ -z "$bad" ] && ok no_rank.named_by_pid_in_the_plots || ko no_rank.named_by_pid_in_the_plots "$bad"
+  # --heaptrack=0 takes a process without a rank, as its file name rank-0.hmt says
+  if "$REPORT" --heaptrack=0 -o "$dir/norank.ht" "$dir/norank" > /dev/null 2> "$dir/norank.err" &&
+     grep -q '^X .*(process 4[23]4[23] of job pid4[23]4[23],' "$dir/norank.ht"; then ok no_rank.heaptrack_export
+  else ko no_rank.heaptrack_export "$(grep '^X' "$dir/norank.ht" 2>/dev/null) $(cat "$dir/norank.err")"; fi
+else
+  ko no_rank.named_by_pid_in_the_text "$(cat "$dir/norank.err")"
+fi
+# a real program without MPI (the handoff trace above): the recorder writes
+# rank 0 there, but neither MPI nor a launcher gave it, and the report says so
+if [ -d "$dir/handoff" ] && "$REPORT" "$dir/handoff" > "$dir/handoff.txt" 2>&1; then
+  pid=$(jq -r '.ranks[0].pid' "$dir/handoff.json")
+  if grep -q '^  -  ' "$dir/handoff.txt" && grep -q "^Process $pid at its peak" "$dir/handoff.txt" &&
+     [ "$(jq -r '.ranks[0].is_rank' "$dir/handoff.json")" = false ]; then ok no_rank.program_without_mpi
+  else ko no_rank.program_without_mpi "$(sed -n '/^High-water/,/^$/p' "$dir/handoff.txt" | tr '\n' '|') $(grep 'at its peak' "$dir/handoff.txt")"; fi
+fi
+
 # --- symbols through addr2line, progress bar ---------------------------------------
 if command -v addr2line >/dev/null 2>&1; then
   "$REPORT" --symbols=addr2line --json="$dir/report.json" "$dir/trace" > /dev/null 2>&1

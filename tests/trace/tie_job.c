@@ -19,7 +19,12 @@
  * one rank whose trace misses a free: 10 MiB at A (t = 1000), 4 MiB at A
  * again (t = 2000) without a free between, 1 MiB at B (t = 3000), A freed
  * (t = 4000).  The block first at A ended unseen by t = 2000 at the latest:
- * the rank peaks at 10 MiB (not 15) and leaks the 1 MiB at B. */
+ * the rank peaks at 10 MiB (not 15) and leaks the 1 MiB at B.
+ *
+ *   tie_job DIR no-rank
+ * two processes that are no MPI ranks (rank -1 in the header, as the format
+ * allows; jobs named after their pids) on a host with a long name: pid 4242
+ * holds 3 MiB from t = 1000 to 4000, pid 4343 5 MiB from 2000 to 3000. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,8 +109,34 @@ static int write_lost_free(const char *dir) {
   return err;
 }
 
+static int write_no_rank(const char *dir, int k) {
+  char path[4096];
+  snprintf(path, sizeof path, k ? "%s/rank-0-%d.hmt" : "%s/rank-0.hmt", dir, k);
+  FILE *f = fopen(path, "wb");
+  if (!f) { perror(path); return 1; }
+  hmt_header_t hd;
+  memset(&hd, 0, sizeof hd);
+  hd.version_major = HMT_VERSION_MAJOR; hd.version_minor = HMT_VERSION_MINOR;
+  hd.rank = -1; hd.size = 1; hd.pid = k ? 4343 : 4242;
+  hd.start_ns = 500;
+  hd.pointer_size = 8; hd.page_size = 4096;
+  strcpy(hd.hostname, "login-node-with-a-rather-long-name.cluster.example.org");
+  snprintf(hd.jobid, sizeof hd.jobid, "pid%u", hd.pid);
+  uint8_t h[HMT_HEADER_SIZE];
+  hmt_header_encode(&hd, h);
+  int err = fwrite(h, 1, sizeof h, f) != sizeof h;
+  const uint64_t a = 0x100000000000ull * (uint64_t)(k + 1);
+  const ev_t ev[2][2] = {{{HPCMEM_EV_MALLOC, 1000, a, 3 * MiB}, {HPCMEM_EV_FREE, 4000, a, 0}},
+                         {{HPCMEM_EV_MALLOC, 2000, a, 5 * MiB}, {HPCMEM_EV_FREE, 3000, a, 0}}};
+  err |= put_block(f, 1, ev[k], 2);
+  err |= fclose(f) != 0;
+  if (err) fprintf(stderr, "tie_job: cannot write %s\n", path);
+  return err;
+}
+
 int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[2], "lost-free") == 0) return write_lost_free(argv[1]);
-  if (argc != 2) { fprintf(stderr, "usage: tie_job DIR [lost-free]\n"); return 2; }
+  if (argc == 3 && strcmp(argv[2], "no-rank") == 0) return write_no_rank(argv[1], 0) || write_no_rank(argv[1], 1);
+  if (argc != 2) { fprintf(stderr, "usage: tie_job DIR [lost-free | no-rank]\n"); return 2; }
   return write_rank(argv[1], 0) || write_rank(argv[1], 1);
 }
