@@ -82,6 +82,8 @@ enum {
   HMT_FLUSH_EXIT = 1,      /**< normal process exit */
   HMT_FLUSH_FINALIZE = 2,  /**< MPI_Finalize */
   HMT_FLUSH_ABORT = 3,     /**< MPI_Abort */
+  HMT_FLUSH_EXEC = 4,      /**< an exec* call: the program is replaced (or the exec failed and it goes on).
+                                Readers older than this value name it "reason 4". */
   HMT_FLUSH_SIGNAL = 0x100 /**< + signal number: fatal signal */
 };
 

@@ -59,14 +59,26 @@ run() {
       -ex 'break _dl_debug_state' -ex run -ex delete -ex "python
 import gdb
 hits = set()
+# A breakpoint by name stops in every object that has the name: the C
+# library's _exit, which exit() calls, or the loader's own calloc are not
+# libhpcmem's.  Such a stop only turns its location off; the first stop in
+# libhpcmem is the hit, and turns the breakpoint off.
 def stop(ev):
   if isinstance(ev, gdb.BreakpointEvent):
+    pc = int(gdb.parse_and_eval('\$pc'))
+    if 'libhpcmem' not in (gdb.solib_name(pc) or ''):
+      for b in ev.breakpoints:
+        for l in getattr(b, 'locations', []):
+          if l.address == pc: l.enabled = False
+      return
     try: sec = gdb.execute('info symbol \$pc', to_string=True).split(' in section ')[1].split()[0]
     except Exception: sec = '?'
-    for b in ev.breakpoints: hits.add(b.location + ' ' + sec)
+    for b in ev.breakpoints:
+      hits.add(b.location + ' ' + sec)
+      b.enabled = False
 gdb.events.stop.connect(stop)
 for f in open('$T/funcs').read().split():
-  try: gdb.Breakpoint(f, temporary=True)
+  try: gdb.Breakpoint(f)
   except Exception: pass
 while True:
   try: gdb.execute('continue', to_string=True)

@@ -133,6 +133,7 @@ const char *hmt_flush_reason_name(uint64_t reason, char *buf, size_t len) {
     case HMT_FLUSH_EXIT: s = "exit"; break;
     case HMT_FLUSH_FINALIZE: s = "MPI_Finalize"; break;
     case HMT_FLUSH_ABORT: s = "MPI_Abort"; break;
+    case HMT_FLUSH_EXEC: s = "exec"; break;
   }
   if (s) snprintf(buf, len, "%s", s);
   else if (reason >= HMT_FLUSH_SIGNAL && reason < HMT_FLUSH_SIGNAL + 128)

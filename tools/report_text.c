@@ -117,9 +117,12 @@ static void tbl_print(FILE *out, tbl_t *t) {
   t->nrow = t->cap = 0;
 }
 
+/* a trace that ends at exit (or _exit), MPI_Finalize or an exec (the
+ * program was replaced: what it held is gone as at exit) */
 static int complete(const rpt_proc_t *P) {
+  uint64_t why = P->info.flush.reason;
   return P->info.flush.present && !P->info.truncated && !P->failed &&
-         (P->info.flush.reason == HMT_FLUSH_EXIT || P->info.flush.reason == HMT_FLUSH_FINALIZE);
+         (why == HMT_FLUSH_EXIT || why == HMT_FLUSH_FINALIZE || why == HMT_FLUSH_EXEC);
 }
 
 static int all_complete(const rpt_t *R) {

@@ -117,7 +117,8 @@ int _hpcmem_trace_enabled;
 
 static struct {
   int ready;
-  volatile int final;         /* after EXIT / a signal: write through */
+  volatile int final;         /* after EXIT, ABORT, a signal: write through */
+  int pid;                    /* the recording process (a child of vfork has another) */
   int codec, depth, method;
   int stack_cache;            /* HPCMEM_TRACE_STACK_CACHE */
   size_t bufsize;
@@ -384,6 +385,8 @@ void _hpcmem_trace_init(void) {
   static int atfork_done;
   if (!atfork_done) { atfork_done = 1; pthread_atfork(NULL, NULL, after_fork_child); }
   _hpcmem_trace_signals_install();
+  _hpcmem_trace_leave_init();
+  G.pid = (int)syscall(SYS_getpid);
   G.final = 0;
   G.ready = 1;
   __atomic_store_n(&_hpcmem_trace_enabled, 1, __ATOMIC_RELEASE);
@@ -1056,17 +1059,21 @@ void _hpcmem_trace_get_stats(hpcmem_trace_stats_t *out) { fill_stats(out); }
 
 const char *_hpcmem_trace_path(void) { return _hpcmem_tfile_path(); }
 
-void _hpcmem_trace_flush_all(int reason) {
+/* may_wait = 0: the flush of a signal handler, also that of _exit and exec
+ * (_hpcmem_trace_leave), which may run in one */
+static void flush_all(int reason, int may_wait) {
   if (!G.ready) return;
-  int in_signal = reason >= HMT_FLUSH_SIGNAL;
-  int may_wait = !in_signal;
+  int as_signal = !may_wait;
   int saved = t_inside;
   t_inside = 1;  /* no recording while we write */
   if (may_wait) _hpcmem_tfile_check_modules(1);
-  /* from now on (EXIT, a signal) each event is written as it comes: set
-   * before the buffers are written, so that no event falls in between */
-  if (reason == HMT_FLUSH_EXIT || in_signal) G.final = 1;
-  if (in_signal) {
+  /* from now on (EXIT, ABORT, a signal) each event is written as it comes:
+   * set before the buffers are written, so that no event falls in between.
+   * ABORT too: PMPI_Abort ends the process with _exit, whose flush
+   * (_hpcmem_trace_leave) then finds the trace final and leaves the end
+   * marker saying MPI_Abort */
+  if (reason == HMT_FLUSH_EXIT || reason == HMT_FLUSH_ABORT || reason >= HMT_FLUSH_SIGNAL) G.final = 1;
+  if (as_signal) {
     /* a signal that interrupted this thread's own write holds the file:
      * nothing can be written, and whoever holds a buffer's lock may be
      * waiting for the file -- do not wait for them */
@@ -1092,7 +1099,7 @@ void _hpcmem_trace_flush_all(int reason) {
   blk.type = HMT_BLOCK_FLUSH; blk.codec = HMT_CODEC_NONE;
   blk.stored_len = blk.raw_len = (uint32_t)(p - payload);
   _hpcmem_tfile_write_block(&blk, payload, may_wait);
-  if (in_signal) sig_deadline = 0;
+  if (as_signal) sig_deadline = 0;
   if (reason == HMT_FLUSH_EXIT && _hpcmem_opt(VERBOSE)) {
     uint64_t hits = 0, misses = 0;
     for (hmt_tbuf_t *b = G.all; b; b = b->next) _hpcmem_scache_counts(b->cache, &hits, &misses);
@@ -1101,6 +1108,30 @@ void _hpcmem_trace_flush_all(int reason) {
                  (unsigned long long)misses);
   }
   t_inside = saved;
+}
+
+void _hpcmem_trace_flush_all(int reason) { flush_all(reason, reason < HMT_FLUSH_SIGNAL); }
+
+/* _exit and exec are async-signal-safe, and a program may call them from a
+ * handler that interrupted this thread inside the recorder (or the file's
+ * write): so the flush is the one of a fatal signal, which never waits for
+ * a lock this thread holds and for another's at most HMT_SIGNAL_WAIT_NS.
+ * The writer thread may be coding a block meanwhile; then the compressor is
+ * busy and the rest goes out uncompressed, as at a signal.  The pid is
+ * asked of the kernel, not of a cache: a child of vfork (or of a clone
+ * that shares memory) runs on this process's memory and the TLS of the
+ * thread that called vfork, and a flush there would write the parent's
+ * buffers, stamp its end marker and (EXIT) turn it to write-through, while
+ * the parent goes on recording after the child is gone; if the parent had
+ * written no block yet, the file would be opened in the child's copy of
+ * the descriptor table and closed with it, and the parent's later blocks
+ * written to whatever that number names in its own. */
+void _hpcmem_trace_leave(int reason) {
+  if (!G.ready || G.final || !__atomic_load_n(&_hpcmem_trace_enabled, __ATOMIC_ACQUIRE)) return;
+  if ((int)syscall(SYS_getpid) != G.pid) return;
+  int saved_errno = errno;
+  flush_all(reason, 0);
+  errno = saved_errno;
 }
 
 /* b's records go out and b is free for the next thread (its owner is done
@@ -1150,6 +1181,7 @@ void _hpcmem_trace_set_rank(int rank, int size, int64_t clock_offset_ns) {
  * in the child: the next hand-over starts one. */
 static void after_fork_child(void) {
   t_tid = 0;  /* the parent's id, even with the trace stopped: it may start again here */
+  G.pid = (int)syscall(SYS_getpid);  /* its _exit and exec flush its own trace */
   if (!G.ready) return;
   W.state = 0;
   W.seq = 0;

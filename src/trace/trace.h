@@ -8,7 +8,9 @@
  *               pointers) and the stack intern table
  *   tfile.c     the trace file: creation, header, block writes, modules
  *   compress.c  zstd / zlib over prim memory, format 1.4's coder
- *   signal.c    flush on fatal signals, chaining to the previous handlers */
+ *   signal.c    flush on fatal signals, chaining to the previous handlers
+ *   leave.c     _exit, _Exit and the exec family: flush, then the C
+ *               library's own */
 #ifndef HPCMEM_TRACE_TRACE_H
 #define HPCMEM_TRACE_TRACE_H
 #include <stddef.h>
@@ -33,9 +35,19 @@ void _hpcmem_trace_init(void);
 void _hpcmem_trace_event(int kind, const void *ptr, size_t size, const void *old_ptr, size_t align);
 
 /* Write every thread's buffer and a FLUSH marker (reason: HMT_FLUSH_*,
- * HMT_FLUSH_SIGNAL + signo).  Safe in a signal handler.  After EXIT or a
- * signal the recorder writes events through at once (nothing buffered). */
+ * HMT_FLUSH_SIGNAL + signo).  Safe in a signal handler.  After EXIT, ABORT
+ * or a signal the recorder writes events through at once (nothing
+ * buffered). */
 void _hpcmem_trace_flush_all(int reason);
+
+/* The process ends without its exit handlers (_exit, _Exit: reason
+ * HMT_FLUSH_EXIT, final as at exit) or is about to be replaced (exec:
+ * HMT_FLUSH_EXEC, not final -- the exec may fail and the program go on).
+ * Writes every buffer as a signal handler would (safe in one, never waits
+ * for a lock this thread holds); nothing unless this process records and
+ * is not final yet, and nothing at all in a process whose pid is not the
+ * recorder's (a child of vfork on the parent's memory).  Keeps errno. */
+void _hpcmem_trace_leave(int reason);
 
 /* Flush the calling thread's buffer and give it back (thread-exit hook). */
 void _hpcmem_trace_thread_exit(void);
@@ -195,5 +207,10 @@ void _hpcmem_tfile_after_fork_child(void);
 /* signal.c */
 void _hpcmem_trace_signals_install(void);
 void _hpcmem_trace_signals_uninstall(void);
+
+/* leave.c: find the C library's _exit, _Exit and exec functions (the next
+ * definitions after ours), so that none is looked up while the process
+ * ends.  From _hpcmem_trace_init. */
+void _hpcmem_trace_leave_init(void);
 
 #endif

@@ -3,6 +3,10 @@
  *   no_finalize exit MIB    every rank returns from main without MPI_Finalize
  *   no_finalize abort MIB   rank 1 calls MPI_Abort; mpirun kills the others
  *   no_finalize segv MIB    rank 2 dies of SIGSEGV; mpirun kills the others
+ *   no_finalize fatal MIB   rank 1 sends to a rank that does not exist:
+ *                           MPI_ERRORS_ARE_FATAL, and Open MPI ends it with
+ *                           _exit (no summary: tests/trace/test_mpi_abort.sh
+ *                           checks its trace); mpirun kills the others
  * Each rank's own summary must still be written.
  *   no_finalize exitterm MIB  every rank returns from main without
  *                           MPI_Finalize and a thread of its own sends the
@@ -61,6 +65,11 @@ int main(int argc, char **argv) {
     sleep(30);   /* killed by mpirun long before this ends */
   } else if (strcmp(how, "segv") == 0) {
     if (rank == 2) raise(SIGSEGV);
+    sleep(30);
+  } else if (strcmp(how, "fatal") == 0) {
+    int size, x = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (rank == 1) MPI_Send(&x, 1, MPI_INT, size + 7, 0, MPI_COMM_WORLD);
     sleep(30);
   } else if (strcmp(how, "exitterm") == 0) {
     pthread_t t;

@@ -5,6 +5,10 @@
 #   c     tests/mpi/no_finalize abort (C, linked with -lhpcmem)
 #   mpi   tests/trace/fortran_abort (use mpi)       } Open MPI's Fortran bindings
 #   f08   tests/trace/fortran_abort_f08 (use mpi_f08) } call PMPI_Abort directly
+# And a rank that Open MPI ends itself on an MPI error (MPI_ERRORS_ARE_FATAL:
+# tests/mpi/no_finalize fatal) goes by _exit, past every exit hook: its
+# trace ends at exit all the same and holds what it allocated (libhpcmem's
+# _exit writes it, docs/trace-format.md).
 b=$(cd "${top_builddir:-.}" && pwd)
 REPORT=$b/tools/hpcmem-report
 RUN_MPI=$b/tests/run-mpi.sh
@@ -48,6 +52,20 @@ run_case() {  # NAME PROGRAM ARGS...
 }
 
 run_case c "$b/tests/mpi/no_finalize" abort 16
+
+t=$dir/fatal
+timeout 60 "$RUN_MPI" $np -x HPCMEM_TRACE=1 -x HPCMEM_TRACE_DIR="$t" -x HPCMEM_REPORT=off \
+  "$b/tests/mpi/no_finalize" fatal 16 > "$dir/fatal.out" 2>&1
+rc=$?
+if [ $rc = 0 ] || [ $rc = 124 ]; then ko fatal.mpi_error_ends_the_job "mpirun exit $rc: $(tail -3 "$dir/fatal.out")"
+elif ! "$REPORT" --json="$dir/fatal.json" "$t" > /dev/null 2> "$dir/fatal.err"; then
+  ko fatal.erring_rank_trace_written_at_its__exit "$(head -c 300 "$dir/fatal.err")"
+else
+  end=$(jq -r '.ranks[] | select(.rank == 1) | .end' "$dir/fatal.json")
+  live=$(jq -r '.ranks[] | select(.rank == 1) | .live_at_end_bytes' "$dir/fatal.json")
+  if [ "$end" = exit ] && [ "$live" -ge $((32 * MiB)) ] 2>/dev/null; then ok fatal.erring_rank_trace_written_at_its__exit
+  else ko fatal.erring_rank_trace_written_at_its__exit "rank 1: end '$end', live at end '$live' (files: $(ls "$t" 2>/dev/null | tr '\n' ' '))"; fi
+fi
 run_case mpi "$b/tests/trace/fortran_abort" 16
 run_case f08 "$b/tests/trace/fortran_abort_f08" 16
 [ $ran = 0 ] && exit 77
