@@ -13,8 +13,10 @@
  * The next definitions are looked up when the recorder starts, so that no
  * dlsym runs while a traced process ends (maybe in a signal handler, or in
  * a child of vfork).  A process that does not trace pays nothing at its
- * start and one load and branch a call; it looks them up at its first
- * call here instead, about what binding that call lazily would have cost.
+ * start (looking them up there cost ~96 KiB of resident C library and
+ * loader pages) and one load and branch a call: its _exit and _Exit make
+ * the system call themselves, and an exec looks the C library's up at its
+ * first call, about what binding that call lazily would have cost.
  * No C library after us (a static link): _exit makes the system call,
  * an exec fails with ENOSYS. */
 #include "config.h"
@@ -62,8 +64,13 @@ static int no_next(void) {
 
 /* ---- _exit ----------------------------------------------------------- */
 
+/* A process that never looked the next definitions up (it does not trace)
+ * does not start now: _exit may run in a signal handler or in a child of
+ * vfork, where dlsym is not safe (it takes the loader's lock, which another
+ * thread of a vfork parent may hold).  The C library's _exit is this system
+ * call. */
 __attribute__((noreturn)) static void end(int which, int status) {
-  exit_fn *f = (exit_fn *)next(which);
+  exit_fn *f = __atomic_load_n(&next_found, __ATOMIC_ACQUIRE) ? (exit_fn *)__atomic_load_n(&next_fn[which], __ATOMIC_RELAXED) : NULL;
   if (f) f(status);
   for (;;) syscall(SYS_exit_group, status);
 }
