@@ -52,8 +52,11 @@ else echo "[  FAILED  ] preload.ulimit_v_too_small_is_named ($(cat "$tmp/out") /
 # strict overcommit accounting is named: the setting is faked in a mount
 # namespace of our own (root only), and a limit makes the reservation fail
 echo 2 > "$tmp/overcommit"
-if unshare -m sh -c "mount --bind '$tmp/overcommit' /proc/sys/vm/overcommit_memory" 2> /dev/null; then
-  unshare -m sh -c "mount --bind '$tmp/overcommit' /proc/sys/vm/overcommit_memory && ulimit -v 4194304 &&
+# (/proc made private in the namespace first: in a chroot, whose / is no
+# mount point, unshare cannot make everything private itself)
+fake_overcommit="mount --make-rprivate /proc && mount --bind '$tmp/overcommit' /proc/sys/vm/overcommit_memory"
+if unshare -m --propagation unchanged sh -c "$fake_overcommit" 2> /dev/null; then
+  unshare -m --propagation unchanged sh -c "$fake_overcommit && ulimit -v 4194304 &&
     LD_PRELOAD='$lib' HPCMEM_VERBOSE=1 /bin/echo hi" > "$tmp/out" 2> "$tmp/err"
   if [ "$(cat "$tmp/out")" = hi ] && grep -q "(vm.overcommit_memory = 2); this process allocates with the C library's malloc" "$tmp/err"; then
     echo "[       OK ] preload.strict_overcommit_is_named"
