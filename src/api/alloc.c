@@ -91,11 +91,6 @@ HPCMEM_NOINLINE static void late_back(void) {
 
 static unsigned log2_of(size_t v) { return 63u - (unsigned)__builtin_clzll(v); }
 
-/* The start's reservations fell short (an address-space limit, ulimit -v):
- * one heap instead of one per cpu, then a large-block region halved down to
- * 1 GiB; what is still missing stops the process with the reason, what was
- * taken is said with HPCMEM_VERBOSE.  Out of line: a start without such a
- * limit never runs it. */
 /* Set when the start found too little address space for the heaps and the
  * large tier: every call then goes to the C library's allocator, which the
  * process keeps running on (start_short). */
@@ -137,6 +132,11 @@ HPCMEM_NOINLINE __attribute__((cold)) static void start_on_system(int rc, unsign
                "segments or trace (docs/footprint.md)", heaps, why);
 }
 
+/* The start's reservations fell short (an address-space limit, ulimit -v):
+ * one heap instead of one per cpu, then a large-block region halved down to
+ * 1 GiB; when even that does not fit, the process runs on the C library
+ * (start_on_system); what was taken is said with HPCMEM_VERBOSE.  Out of
+ * line: a start without such a limit never runs it. */
 HPCMEM_NOINLINE __attribute__((cold)) static void start_short(int rc, unsigned wanted, unsigned shift) {
   unsigned heaps = wanted;
   if (!_hpcmem_heaps.count) rc = heaps > 1 ? _hpcmem_heaps_init(heaps = 1, shift) : rc;
@@ -424,13 +424,14 @@ static inline void time_stop(hpcmem_tcache_t *t, uint64_t t0, uint64_t weight) {
   if (t0) t->alloc_ticks += (_hpcmem_prim_ticks() - t0) * weight;
 }
 
-/* Timing sample (about 1 call in HPCMEM_SAMPLE_PERIOD), tracing, errno. */
 /* malloc and its kin when libhpcmem could not start (on_system) */
 HPCMEM_NOINLINE __attribute__((cold)) static void *system_alloc(size_t n, size_t align, int kind) {
   if (!on_system) { errno = ENOMEM; return NULL; }
   if (kind == HPCMEM_EV_CALLOC) return libc_alloc.calloc(1, n);
   return align > 16 ? libc_alloc.memalign(align, n) : libc_alloc.malloc(n);
 }
+
+/* Timing sample (about 1 call in HPCMEM_SAMPLE_PERIOD), tracing, errno. */
 
 HPCMEM_NOINLINE static void *malloc_slow(size_t n, size_t align, int kind) {
   hpcmem_tcache_t *t = _hpcmem_thread_cache();
