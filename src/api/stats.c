@@ -251,7 +251,7 @@ static int stats_take(hpcmem_stats_t *out, int nowait) {
   if (!_hpcmem_ready) _hpcmem_init();
   memset(out, 0, sizeof *out);
   uint64_t unpublished = 0;
-  _hpcmem_tcache_merge_stats(out, &unpublished);
+  approx |= _hpcmem_tcache_merge_stats(out, &unpublished, nowait ? HPCMEM_SIGNAL_WAIT_NS : 0);
   int64_t cur = __atomic_load_n(&_hpcmem_totals.current, __ATOMIC_RELAXED) + (int64_t)unpublished;
   out->current_bytes = cur > 0 ? (uint64_t)cur : 0;
   int64_t pk = __atomic_load_n(&peak, __ATOMIC_RELAXED);
@@ -293,9 +293,10 @@ EXPORT int hpcmem_stats(hpcmem_stats_t *out) {
  * without one).  So they wait HPCMEM_SIGNAL_WAIT_NS at most for a lock
  * -- another thread's hold is over by then -- and else read without it, and
  * say so: a figure may then be off by the operation in progress.
- * hpcmem_stats() and hpcmem_timeline() keep waiting and stay exact.  (The
- * thread caches' registry lock, heap/tcache.c, is still waited for: a thread
- * holds it only while it starts or ends.) */
+ * hpcmem_stats() and hpcmem_timeline() keep waiting and stay exact.  The
+ * same holds for the thread caches' registry lock (a thread holds it while it
+ * starts or ends) and, in a single-threaded process, for the mark its locks
+ * leave (heap/single.h). */
 HPCMEM_NOINLINE __attribute__((cold)) int _hpcmem_stats_nowait(hpcmem_stats_t *out) { return stats_take(out, 1); }
 
 uint64_t _hpcmem_stats_private_peak(void) {
@@ -338,7 +339,7 @@ EXPORT size_t hpcmem_timeline(hpcmem_sample_t *out, size_t max) {
  * meet a sample being added or the buffer being thinned; *approx set then. */
 HPCMEM_NOINLINE __attribute__((cold)) size_t _hpcmem_timeline_nowait(hpcmem_sample_t *out, size_t max, int *approx) {
   if (!_hpcmem_ready) _hpcmem_init();
-  int held = _hpcmem_single_threaded() || _hpcmem_lock_within(&timeline_lock, HPCMEM_SIGNAL_WAIT_NS);
+  int held = _hpcmem_lock_within_st(&timeline_lock, HPCMEM_SIGNAL_WAIT_NS);
   if (held) commit_pending_locked();
   else *approx = 1;
   size_t n = __atomic_load_n(&timeline_n, __ATOMIC_RELAXED);

@@ -2136,14 +2136,13 @@ void _hpcmem_large_stats(hpcmem_large_t *L, hpcmem_large_stats_t *out) {
  * within wait_ns, else the counters alone, read as they are -- perhaps in
  * the middle of an update, and without the threads' cached blocks and the
  * largest free block, whose lists and trees may be half relinked.  A
- * single-threaded process takes no lock (heap/single.h): as
- * _hpcmem_large_stats.  0: exact; 1: approximate. */
+ * single-threaded process takes no lock, but its mark tells whether the
+ * signal came inside (heap/single.h).  0: exact; 1: approximate. */
 __attribute__((noinline, cold)) int _hpcmem_large_stats_nowait(hpcmem_large_t *L, hpcmem_large_stats_t *out, uint64_t wait_ns) {
   memset(out, 0, sizeof *out);
-  if (_hpcmem_single_threaded()) { stats_locked(L, out); return 0; }
-  if (!_hpcmem_lock_within(&L->lock, wait_ns)) { stats_counters(L, out); return 1; }
+  if (!_hpcmem_lock_within_st(&L->lock, wait_ns)) { stats_counters(L, out); return 1; }
   stats_locked(L, out);
-  _hpcmem_unlock(&L->lock);
+  _hpcmem_unlock_st(&L->lock);
   return 0;
 }
 

@@ -29,11 +29,38 @@ static inline int _hpcmem_single_threaded(void) {
 #endif
 }
 
+/* Single-threaded, the lock word is still set and cleared, with plain
+ * stores: no other thread needs it, but a signal handler does.  The summary
+ * of a fatal signal (_hpcmem_lock_within_st) sees from it that the thread it
+ * interrupted is inside, its lists perhaps half relinked.  The signal fences
+ * cost no instruction; they only keep the compiler from moving the section's
+ * stores outside the mark. */
 static inline void _hpcmem_lock_st(hpcmem_lock_t *l) {
-  if (!_hpcmem_single_threaded()) _hpcmem_lock(l);
+  if (!_hpcmem_single_threaded()) {
+    _hpcmem_lock(l);
+  } else {
+    l->v = 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  }
 }
 static inline void _hpcmem_unlock_st(hpcmem_lock_t *l) {
-  if (!_hpcmem_single_threaded()) _hpcmem_unlock(l);
+  if (!_hpcmem_single_threaded()) {
+    _hpcmem_unlock(l);
+  } else {
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    l->v = 0;
+  }
+}
+
+/* For a reader in a signal handler: the lock if it comes free within about
+ * ns nanoseconds (_hpcmem_lock_within); single-threaded, only if the
+ * interrupted thread was not inside (waiting would be for ever).  1: held,
+ * let go with _hpcmem_unlock_st; 0: read without it. */
+static inline int _hpcmem_lock_within_st(hpcmem_lock_t *l, uint64_t ns) {
+  if (!_hpcmem_single_threaded()) return _hpcmem_lock_within(l, ns);
+  if (l->v) return 0;
+  _hpcmem_lock_st(l);
+  return 1;
 }
 
 #endif

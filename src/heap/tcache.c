@@ -196,7 +196,7 @@ hpcmem_tcache_t *_hpcmem_tcache_get(void) {
     bins_init(t);
     _hpcmem_tcache_set_budgets(t, 0);            /* a reused cache keeps its own: its exit published */
     t->next_all = all_caches;
-    all_caches = t;
+    __atomic_store_n(&all_caches, t, __ATOMIC_RELEASE);   /* complete before a lockless reader (merge_stats) sees it */
   }
   t->live = 1;
   live_threads++;
@@ -422,9 +422,15 @@ int _hpcmem_tcache_contains(hpcmem_tcache_t *t, unsigned cls, const void *p) {
   return 0;
 }
 
-void _hpcmem_tcache_merge_stats(hpcmem_stats_t *out, uint64_t *cur_unpublished) {
-  _hpcmem_lock(&registry_lock);
-  for (hpcmem_tcache_t *t = all_caches; t; t = t->next_all) {
+/* Without the lock (a fatal signal's summary whose handler interrupted a
+ * thread's start or end), the walk is still safe: caches are never freed,
+ * and a new one goes in at the head of the list, which was read once. */
+int _hpcmem_tcache_merge_stats(hpcmem_stats_t *out, uint64_t *cur_unpublished, uint64_t wait_ns) {
+  int held = 1;
+  if (!wait_ns) _hpcmem_lock(&registry_lock);
+  else held = _hpcmem_lock_within(&registry_lock, wait_ns);
+  hpcmem_tcache_t *first = __atomic_load_n(&all_caches, __ATOMIC_ACQUIRE);
+  for (hpcmem_tcache_t *t = first; t; t = t->next_all) {
 #define HPCMEM_MERGE_(name, kind, help) \
     if (#kind[0] == 'S') out->name += t->st.name; else if (t->st.name > out->name) out->name = t->st.name;
     HPCMEM_STATS_FIELDS(HPCMEM_MERGE_)
@@ -441,5 +447,7 @@ void _hpcmem_tcache_merge_stats(hpcmem_stats_t *out, uint64_t *cur_unpublished) 
     const hpcmem_bin_t *pb = __atomic_load_n(&t->pend_bin, __ATOMIC_RELAXED);   /* and the pending free */
     if (__atomic_load_n(&t->pend, __ATOMIC_RELAXED) && pb) out->retained_bytes += pb->step >> 32;
   }
+  if (!held) return 1;
   _hpcmem_unlock(&registry_lock);
+  return 0;
 }

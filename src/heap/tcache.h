@@ -229,7 +229,9 @@ void _hpcmem_tcache_fork_child(void);
 int _hpcmem_tcache_contains(hpcmem_tcache_t *t, unsigned cls, const void *p);
 void _hpcmem_tcache_init_process(void);
 /* Statistics over all caches (live and exited). */
-void _hpcmem_tcache_merge_stats(hpcmem_stats_t *out, uint64_t *cur_unpublished);
+/* wait_ns 0: under the registry's lock; else for the summary of a fatal
+ * signal, the lock if it comes free within wait_ns, else without it (1). */
+int _hpcmem_tcache_merge_stats(hpcmem_stats_t *out, uint64_t *cur_unpublished, uint64_t wait_ns);
 /* Select the group heap of the calling thread again (after the topology is known). */
 void _hpcmem_tcache_rebind(hpcmem_tcache_t *t);
 /* Turn the fast paths off for every cache, present and future: malloc's
