@@ -210,7 +210,8 @@ void _hpcmem_trace_signals_uninstall(void);
 
 /* leave.c: find the C library's _exit, _Exit and exec functions (the next
  * definitions after ours), so that none is looked up while the process
- * ends.  From _hpcmem_trace_init. */
+ * ends.  From _hpcmem_trace_init, and from an untraced process's first
+ * exec (no lock, no allocation: it may be a child of vfork). */
 void _hpcmem_trace_leave_init(void);
 
 #endif

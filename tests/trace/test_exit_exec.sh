@@ -7,7 +7,9 @@
 # errno as the C library set it and the program records on to its normal
 # exit; a child of vfork that calls _exit or exec touches nothing of the
 # parent's trace, which ends at the parent's own exit with every event.
-# Also: libhpcmem exports each of these names.
+# Also: libhpcmem exports each of these names; and, untraced, a child of
+# vfork execs while another thread holds the loader's lock (no lookup of
+# the C library's function may take it).
 b=$(cd "${top_builddir:-.}" && pwd)
 APP=$b/tests/trace/leave_app
 COUNT=$b/tests/trace/hmt_count
@@ -26,6 +28,29 @@ for f in _exit _Exit $FORMS; do
   nm -D --defined-only "$LIB" | awk -v f="$f" '$3 == f && $2 == "T" {found = 1} END {exit !found}' || missing="$missing $f"
 done
 [ -z "$missing" ] && ok exported || ko exported "not exported by $(basename "$LIB"):$missing"
+
+# Untraced, libhpcmem preloaded and linked: a child of vfork runs /bin/true
+# through an exec form, its process's first exec, while another thread of
+# the parent is in dlopen, holding the loader's lock
+# (tests/trace/vfork_lock_app).  A lookup of the C library's function that
+# takes the lock (dlsym) waits for ever: timeout ends it.
+LOCKAPP=$b/tests/trace/vfork_lock_app
+BLOCK=$b/tests/trace/.libs/libblockctor.so
+for form in execve execvp execlp; do
+  for link in preloaded linked; do
+    name=untraced_vfork.$form.runs_while_another_thread_holds_the_loader_lock.$link
+    if [ $link = preloaded ]; then
+      out=$(env -u HPCMEM_TRACE HPCMEM_REPORT=off LD_PRELOAD="$LIB" timeout 20 "$LOCKAPP" "$BLOCK" $form 2>&1)
+    else
+      out=$(env -u HPCMEM_TRACE HPCMEM_REPORT=off timeout 20 "${LOCKAPP}_linked" "$BLOCK" $form 2>&1)
+    fi
+    case $? in
+      0) ok "$name" ;;
+      124) ko "$name" "the child of vfork hung in the exec" ;;
+      *) ko "$name" "$out" ;;
+    esac
+  done
+done
 
 # run HOW: the trace goes to $dir/HOW; sets rc and file
 run() {
