@@ -826,8 +826,9 @@ static void write_ready(hmt_tbuf_t *b, int may_wait, int current) {
     if (!current) return;  /* the writer: blocks of HPCMEM_TRACE_BUFFER / 2 */
     uint64_t p = __atomic_load_n(&b->pos, __ATOMIC_ACQUIRE);
     unsigned c = POS_SEG(p);
-    /* the owner moved on after we looked: the segment is handed over
-     * (or about to be), and is written as such */
+    /* the owner moved on after we looked: the segment it left is ready
+     * (handed over before pos moved), and is written as such; or the
+     * owner handed over this one and has not moved on yet: written above */
     if (c != b->tail) {
       if (__atomic_load_n(&b->ready[b->tail], __ATOMIC_ACQUIRE)) continue;
       write_rows(b, may_wait);
@@ -860,10 +861,14 @@ static void owner_swap(hmt_tbuf_t *b) {
     write_ready(b, 1, 0);
     _hpcmem_tlock_release(&b->lock);
   }
-  /* first move on, then hand over: whoever looks in between finds the
-   * segment neither current nor ready, and leaves it for later */
-  __atomic_store_n(&b->pos, POS(n, 0), __ATOMIC_RELEASE);
+  /* first hand over, then move on: whoever sees the owner in the next
+   * segment finds this one ready (and one who sees it ready and still
+   * current writes it as ready only, see write_ready).  The other order left
+   * the segment, in between, neither current nor ready -- skipped "for
+   * later" by a flush, which never came when that flush was a fatal
+   * signal's handler on this thread: the whole segment was lost. */
   __atomic_store_n(&b->ready[c], POS_LEN(p), __ATOMIC_RELEASE);
+  __atomic_store_n(&b->pos, POS(n, 0), __ATOMIC_RELEASE);
   if (W.state == 2) {
     wake_writer();
   } else {
