@@ -117,6 +117,12 @@ static void tbl_print(FILE *out, tbl_t *t) {
   t->nrow = t->cap = 0;
 }
 
+/* events the last FLUSH block counts that the file does not hold (the
+ * recorder writes every event it counts before the marker) */
+static uint64_t missing_events(const rpt_proc_t *P) {
+  return P->info.flush.present && P->info.flush.events > P->n_events ? P->info.flush.events - P->n_events : 0;
+}
+
 /* a trace that ends at exit (or _exit), MPI_Finalize or an exec (the
  * program was replaced: what it held is gone as at exit) */
 static int complete(const rpt_proc_t *P) {
@@ -294,6 +300,12 @@ void rpt_print_text(rpt_t *R, FILE *out) {
     if (P->n_unmatched_free + P->n_unknown_realloc)
       fprintf(out, "  note: %s: %llu frees of memory allocated before the trace started\n", lab,
               (unsigned long long)(P->n_unmatched_free + P->n_unknown_realloc));
+    if (missing_events(P))
+      fprintf(out, "  ! %s: %llu event%s that the end marker counts %s not in the file\n", lab,
+              (unsigned long long)missing_events(P), missing_events(P) == 1 ? "" : "s", missing_events(P) == 1 ? "is" : "are");
+    if (P->n_reused)
+      fprintf(out, "  ! %s: %llu allocation%s of an address the trace held live: a free is missing (the block ends there)\n",
+              lab, (unsigned long long)P->n_reused, P->n_reused == 1 ? "" : "s");
   }
 
   /* high-water marks */
@@ -549,12 +561,14 @@ int rpt_write_json(rpt_t *R, FILE *o) {
             (long long)P->peak, peak_seconds(R, P->peak, P->peak_t), (long long)P->cur,
             (unsigned long long)P->live.count);
     fprintf(o, ",\"sys_bytes_at_peak\":%lld,\"events\":%llu,\"mallocs\":%llu,\"callocs\":%llu,\"reallocs\":%llu,"
-            "\"frees\":%llu,\"memaligns\":%llu,\"sys_events\":%llu,\"unmatched_frees\":%llu,\"bytes_allocated\":%llu",
+            "\"frees\":%llu,\"memaligns\":%llu,\"sys_events\":%llu,\"unmatched_frees\":%llu,\"missing_frees\":%llu,"
+            "\"missing_events\":%llu,\"bytes_allocated\":%llu",
             (long long)rpt_at_peak(P, &P->sys, NULL), (unsigned long long)P->n_events,
             (unsigned long long)P->n_kind[HPCMEM_EV_MALLOC], (unsigned long long)P->n_kind[HPCMEM_EV_CALLOC],
             (unsigned long long)P->n_kind[HPCMEM_EV_REALLOC], (unsigned long long)P->n_kind[HPCMEM_EV_FREE],
             (unsigned long long)P->n_kind[HPCMEM_EV_MEMALIGN], (unsigned long long)P->n_sys,
-            (unsigned long long)(P->n_unmatched_free + P->n_unknown_realloc), (unsigned long long)P->bytes_allocated);
+            (unsigned long long)(P->n_unmatched_free + P->n_unknown_realloc), (unsigned long long)P->n_reused,
+            (unsigned long long)missing_events(P), (unsigned long long)P->bytes_allocated);
     json_breakdown(o, ",\"functions_at_peak\":", R, P, 0, 0);
     json_breakdown(o, ",\"libraries_at_peak\":", R, P, 1, 0);
     json_stacks(o, ",\"stacks_at_peak\":", R, P, 0);

@@ -832,20 +832,37 @@ EXPORT size_t malloc_usable_size(void *p) {
 }
 
 static void *realloc_body(void *p, size_t n);
+static void *realloc_keep(void *p, size_t n, void **old);
 
+/* Traced, a realloc that moves or frees the block keeps the old one until
+ * its event is recorded, as free records before releasing: once released,
+ * another thread may get the address back, and its allocation must come
+ * after this realloc in the trace; and a fatal signal during the event
+ * (the stack capture is most of its time) would end the process with the
+ * block live in the trace although the program had freed it.  Held instead,
+ * the block is what the trace says until the event is in. */
 EXPORT void *realloc(void *p, size_t n) {
   if (HPCMEM_LIKELY(!_hpcmem_trace_enabled)) return realloc_body(p, n);
   hpcmem_tcache_t *t = _hpcmem_thread_cache();
   if (!t || t->in_call) return realloc_body(p, n);
-  void *q;
-  TRACED_CALL(t, q = realloc_body(p, n));
+  void *q, *old = NULL;
+  TRACED_CALL(t, q = realloc_keep(p, n, &old));
   if (q || n == 0) _hpcmem_trace_event(HPCMEM_EV_REALLOC, q, q ? n : 0, p, 0);
+  if (old) TRACED_CALL(t, free(old));
   return q;
+}
+
+/* The old block of a realloc that moved or freed it: released now, or
+ * (keep) left to the caller. */
+static ALWAYS_INLINE void release_old(void *p, void **keep) {
+  if (keep) *keep = p;
+  else free(p);
 }
 
 /* A block of the interleaved or shared segment stays in its segment while
  * the segment can hold it. */
-static void *realloc_in_segment(hpcmem_tcache_t *t, hpcmem_segment_t *seg, void *p, size_t old, size_t n) {
+static ALWAYS_INLINE void *realloc_in_segment(hpcmem_tcache_t *t, hpcmem_segment_t *seg, void *p, size_t old, size_t n,
+                                              void **keep) {
   int64_t d = 0;
   if (_hpcmem_seg_resize(seg, p, n, &d) == 0) {
     if (d > 0) t->b_alloc += (uint64_t)d;
@@ -861,13 +878,14 @@ static void *realloc_in_segment(hpcmem_tcache_t *t, hpcmem_segment_t *seg, void 
   if (!q && id == _hpcmem_default_seg && !t->keep_seg) { errno = saved; q = _hpcmem_alloc_private(t, n, 0, 0); }
   if (!q) return NULL;                                /* p is left untouched */
   memcpy(q, p, old < n ? old : n);
-  free(p);
+  release_old(p, keep);
   return q;
 }
 
-static void *realloc_body(void *p, size_t n) {
+/* realloc_body and, keeping the old block, realloc_keep */
+static ALWAYS_INLINE void *realloc_impl(void *p, size_t n, void **keep) {
   if (!p) return malloc(n);
-  if (n == 0) { free(p); return NULL; }               /* glibc: frees and returns NULL */
+  if (n == 0) { release_old(p, keep); return NULL; }  /* glibc: frees and returns NULL */
   hpcmem_tcache_t *t = _hpcmem_thread_cache();
   if (!t) return on_system ? libc_alloc.realloc(p, n) : (errno = ENOMEM, NULL);
   t->st.realloc_count++;
@@ -884,7 +902,7 @@ static void *realloc_body(void *p, size_t n) {
     return NULL;
   }
   hpcmem_segment_t *seg = _hpcmem_seg_holding(p);
-  if (seg) return realloc_in_segment(t, seg, p, old, n);
+  if (seg) return realloc_in_segment(t, seg, p, old, n, keep);
   /* stay in place when the block fits and is not much too big */
   if (n <= old && (old <= 1024 || n >= old / 2 || (old >= _hpcmem_large_threshold && n >= _hpcmem_large_threshold)))
     if (old < _hpcmem_large_threshold || _hpcmem_large_resize(&_hpcmem_large, p, n) == 0) {
@@ -902,9 +920,13 @@ static void *realloc_body(void *p, size_t n) {
   void *q = malloc(n);
   if (!q) return NULL;                                /* p is left untouched, as the standard says */
   memcpy(q, p, old < n ? old : n);
-  free(p);
+  release_old(p, keep);
   return q;
 }
+
+static void *realloc_body(void *p, size_t n) { return realloc_impl(p, n, NULL); }
+
+HPCMEM_NOINLINE static void *realloc_keep(void *p, size_t n, void **old) { return realloc_impl(p, n, old); }
 
 EXPORT void *reallocarray(void *p, size_t count, size_t size) {
   size_t n;

@@ -29,9 +29,11 @@ void _hpcmem_trace_init(void);
 
 /* Record one event of the calling thread.  kind: HPCMEM_EV_*, optionally
  * | HPCMEM_EV_SYS for allocations libhpcmem makes for itself.  Called after
- * the operation succeeded -- except free, which the core should report
- * before the block can be reused by another thread (so a re-allocation of
- * the same address is always stamped later).  Never calls malloc. */
+ * the operation succeeded -- except that what it gives back, a free's block
+ * or a realloc's old one, is reported before it is released: another thread
+ * may reuse the address at once, and its allocation must be stamped later;
+ * and a fatal signal in between must not leave the trace holding live a
+ * block the program had freed.  Never calls malloc. */
 void _hpcmem_trace_event(int kind, const void *ptr, size_t size, const void *old_ptr, size_t align);
 
 /* Write every thread's buffer and a FLUSH marker (reason: HMT_FLUSH_*,

@@ -19,7 +19,8 @@
  * one rank whose trace misses a free: 10 MiB at A (t = 1000), 4 MiB at A
  * again (t = 2000) without a free between, 1 MiB at B (t = 3000), A freed
  * (t = 4000).  The block first at A ended unseen by t = 2000 at the latest:
- * the rank peaks at 10 MiB (not 15) and leaks the 1 MiB at B.
+ * the rank peaks at 10 MiB (not 15) and leaks the 1 MiB at B.  It ends at
+ * SIGTERM with a marker that counts 5 events: one is not in the file.
  *
  *   tie_job DIR no-rank
  * two processes that are no MPI ranks (rank -1 in the header, as the format
@@ -104,6 +105,20 @@ static int write_lost_free(const char *dir) {
   const ev_t ev[] = {{HPCMEM_EV_MALLOC, 1000, a, 10 * MiB}, {HPCMEM_EV_MALLOC, 2000, a, 4 * MiB},
                      {HPCMEM_EV_MALLOC, 3000, b, MiB}, {HPCMEM_EV_FREE, 4000, a, 0}};
   err |= put_block(f, 1, ev, 4);
+  /* FLUSH: signal 15 at t = 5000, one counter (events): 5 */
+  uint8_t payload[32], *p = payload, bh[HMT_BLOCK_HEADER_SIZE];
+  p = hmt_put_varint(p, HMT_FLUSH_SIGNAL + 15);
+  p = hmt_put_varint(p, 5000);
+  p = hmt_put_varint(p, 1);
+  p = hmt_put_varint(p, 5);
+  hmt_block_t fb;
+  memset(&fb, 0, sizeof fb);
+  fb.type = HMT_BLOCK_FLUSH;
+  fb.codec = HMT_CODEC_NONE;
+  fb.stored_len = fb.raw_len = (uint32_t)(p - payload);
+  fb.payload_crc = hmt_crc32c(0, payload, fb.stored_len);
+  hmt_block_encode(&fb, bh);
+  err |= fwrite(bh, 1, sizeof bh, f) != sizeof bh || fwrite(payload, 1, fb.stored_len, f) != fb.stored_len;
   err |= fclose(f) != 0;
   if (err) fprintf(stderr, "tie_job: cannot write %s\n", path);
   return err;
