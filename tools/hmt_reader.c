@@ -43,8 +43,11 @@ typedef struct {
   uint64_t block_off, block_records, block_count;
   hmt_state_t st;
   uint64_t last_time;      /* of the stream's previous event */
-  int has_ev;
+  int has_ev;              /* ev holds the stream's next event */
   hmt_event_t ev;
+  /* the stream's events of the tick being ordered (order_tick()) */
+  struct tick_ev *tk;
+  size_t tk_n, tk_cap;
 } stream_t;
 
 typedef struct {
@@ -85,9 +88,21 @@ struct hmt_reader {
   hmt_error_t err;
   /* Addresses live after the events returned so far, kept only when the
    * file has several threads: it decides the order of one thread's free
-   * and another's allocation of the same address within a tick (before()). */
+   * and another's allocation of the same address within a tick (order_tick()). */
   hmt_map_t live;
   int track_live;
+  /* A tick that several threads share, ordered as a whole (order_tick()):
+   * its threads, its addresses, the search's steps, and the events in the
+   * order chosen, which hmt_next() hands out from out_pos. */
+  size_t *tick_s, tick_n;
+  hmt_map_t tick_addr;
+  hmt_map_t tick_dead;     /* positions the search found lead nowhere (pos_hash) */
+  struct tick_step *steps;
+  size_t steps_cap;
+  struct tick_node *tnodes;
+  size_t tnodes_n, tnodes_cap;
+  hmt_event_t *out;
+  size_t out_n, out_pos, out_cap;
 };
 
 #define CHUNK_FRAMES 65536
@@ -503,6 +518,10 @@ void hmt_close(hmt_reader_t *r) {
       free(r->streams[i].m4);
     }
   }
+  for (size_t i = 0; i < r->nstreams; i++) free(r->streams[i].tk);
+  free(r->tick_s); free(r->steps); free(r->out); free(r->tnodes);
+  hmt_map_free(&r->tick_addr);
+  hmt_map_free(&r->tick_dead);
   free(r->freed);
   free(r->streams);
   free(r->blks);
@@ -860,68 +879,375 @@ static const uint64_t *live_by(const hmt_reader_t *r, uint64_t a) {
   return a && a != HMT_MAP_EMPTY ? hmt_map_get(&r->live, a) : NULL;  /* the map cannot hold EMPTY */
 }
 
-/* 1 when the live addresses rule ev out now: it frees an address not live
- * (rel: released(ev)), or allocates one that is live (a realloc in place
- * keeps its own). */
-static int blocked(const hmt_reader_t *r, const hmt_event_t *ev, uint64_t rel) {
-  if (rel && !live_by(r, rel)) return 1;
-  return ev->type != HPCMEM_EV_FREE && ev->ptr != rel && !(ev->type == HPCMEM_EV_REALLOC && ev->old_ptr == ev->ptr) &&
-         live_by(r, ev->ptr);
+/* Merge order.  Columnar blocks keep time in ticks (2^16 ns since format
+ * 1.3), rounded down, so the events of different threads in one tick come
+ * in an unknown order; a thread's own order is never changed.  Streams
+ * whose next events differ in time go by time (the heap below).  The
+ * events of a tick that several threads share are ordered as a whole by
+ * order_tick(): every free must find its block live and every allocation
+ * an address that is not, which settles who went first when threads hand
+ * blocks to each other (a block freed by a consumer thread and got back at
+ * once by its producer; Open MPI's progress thread freeing a block the
+ * main thread allocated in the same 65 us).  Where several orders do,
+ * prefer() chooses. */
+
+/* The address an event allocates (0: none; a realloc in place keeps its own). */
+static uint64_t taken(const hmt_event_t *e) {
+  if (e->type == HPCMEM_EV_FREE || (e->type == HPCMEM_EV_REALLOC && e->old_ptr == e->ptr)) return 0;
+  return e->ptr;
 }
 
-/* Merge order of two threads' next events.  Columnar blocks keep time in
- * ticks (2^16 ns since format 1.3), rounded down, so events of different
- * threads in the same tick come in an unknown order.  The addresses live
- * so far settle what they can.  An event the live addresses rule out waits
- * for the events of other threads in the tick, among them the one it must
- * follow: a free of an address that is not live waits for its allocation
- * (a block handed to another thread and freed there within 65 us: Open
- * MPI's progress thread does it at start-up; taken first, the free was
- * lost and the block stayed live to the end), and an allocation of an
- * address that is live waits for its free (a producer getting back at once
- * the address its consumer thread just freed: tests/trace/handoff_app.c
- * lost 1,257 of 20,000 frees and read a peak of 382 KiB for 177 KiB;
- * now none, and 354 KiB: allocations first within the tick).  Of
- * the rest, a free of a live address goes before another thread's
- * allocation of it (which it made possible); a free of a block that
- * another thread allocated waits for that thread's events of the tick (it
- * may free the block itself and allocate the address again: the free is
- * of that one).  Otherwise allocations go before frees -- the peak within
- * a tick errs upwards, never below what the program held (a thread's last
- * allocations before a barrier against another's frees after it) -- and
- * then the order in the file.  A thread's own order is never changed.
- * Liveness only reorders events of one tick, so the merge stays in time
- * order whatever it decides. */
-static int before(const hmt_reader_t *r, size_t a, size_t b) {
-  const stream_t *x = &r->streams[a], *y = &r->streams[b];
-  if (x->ev.time != y->ev.time) return x->ev.time < y->ev.time;
-  uint64_t rx = released(&x->ev), ry = released(&y->ev);
-  if (r->track_live) {
-    int bx = blocked(r, &x->ev, rx), by = blocked(r, &y->ev, ry);
-    if (bx != by) return by;
-  }
-  if (rx && rx == y->ev.ptr && !hmt_event_frees(&y->ev)) return 1;
-  if (ry && ry == x->ev.ptr && !hmt_event_frees(&x->ev)) return 0;
+/* 1 when x should go before y, two threads' events of one tick that the
+ * live addresses both let go: a free of a live address before another
+ * thread's allocation of it (which it made possible); a free of a block
+ * that another thread allocated after that thread's events (it may free
+ * the block itself and allocate the address again: the free is of that
+ * one); then allocations before frees -- the peak within a tick errs
+ * upwards, never below what the program held (a thread's last allocations
+ * before a barrier against another's frees after it) -- and then the order
+ * in the file. */
+static int prefer(const hmt_reader_t *r, const hmt_event_t *x, uint64_t xoff, size_t a, const hmt_event_t *y,
+                  uint64_t yoff, size_t b) {
+  uint64_t rx = released(x), ry = released(y);
+  if (rx && rx == y->ptr && !hmt_event_frees(y)) return 1;
+  if (ry && ry == x->ptr && !hmt_event_frees(x)) return 0;
   if (r->track_live) {
     const uint64_t *lx = live_by(r, rx), *ly = live_by(r, ry);
-    int wx = lx && *lx == y->ev.tid && *lx != x->ev.tid, wy = ly && *ly == x->ev.tid && *ly != y->ev.tid;
+    int wx = lx && *lx == y->tid && *lx != x->tid, wy = ly && *ly == x->tid && *ly != y->tid;
     if (wx != wy) return wy;
   }
-  int fx = hmt_event_frees(&x->ev), fy = hmt_event_frees(&y->ev);
+  int fx = hmt_event_frees(x), fy = hmt_event_frees(y);
   if (fx != fy) return fy;
-  if (x->block_off != y->block_off) return x->block_off < y->block_off;
+  if (xoff != yoff) return xoff < yoff;
   return a < b;
 }
 
+static int before(const hmt_reader_t *r, size_t a, size_t b) {
+  const stream_t *x = &r->streams[a], *y = &r->streams[b];
+  if (x->ev.time != y->ev.time) return x->ev.time < y->ev.time;
+  return prefer(r, &x->ev, x->block_off, a, &y->ev, y->block_off, b);
+}
+
+/* What an event changed in the live addresses, to take it back. */
+typedef struct {
+  uint64_t key[2], val[2];
+  uint8_t had[2], n;
+} undo_t;
+
+static void undo_save(const hmt_reader_t *r, undo_t *u, uint64_t key) {
+  if (!u || (u->n && u->key[0] == key)) return;
+  const uint64_t *v = hmt_map_get(&r->live, key);
+  u->key[u->n] = key; u->had[u->n] = v != NULL; u->val[u->n] = v ? *v : 0;
+  u->n++;
+}
+
 /* The live addresses after ev, each with the thread that allocated it
- * (only what before() asks about). */
-static int track(hmt_reader_t *r, const hmt_event_t *ev) {
+ * (only what prefer() and order_tick() ask about); what it changed into
+ * *u when u is not NULL. */
+static int track(hmt_reader_t *r, const hmt_event_t *ev, undo_t *u) {
   uint64_t old = ev->type == HPCMEM_EV_FREE ? ev->ptr : ev->type == HPCMEM_EV_REALLOC ? ev->old_ptr : 0;
-  if (old && old != HMT_MAP_EMPTY) hmt_map_del(&r->live, old, NULL);
+  if (u) u->n = 0;
+  if (old && old != HMT_MAP_EMPTY) {
+    undo_save(r, u, old);
+    hmt_map_del(&r->live, old, NULL);
+  }
   if (ev->type != HPCMEM_EV_FREE && ev->ptr && ev->ptr != HMT_MAP_EMPTY) {
+    undo_save(r, u, ev->ptr);
     uint64_t *v = hmt_map_put(&r->live, ev->ptr, NULL);
     if (!v) return fail(r, NULL, -ENOMEM, 0, "out of memory");
     *v = ev->tid;
+  }
+  return 0;
+}
+
+static void untrack(hmt_reader_t *r, const undo_t *u) {
+  for (unsigned i = u->n; i-- > 0;) {
+    if (!u->had[i]) { hmt_map_del(&r->live, u->key[i], NULL); continue; }
+    uint64_t *v = hmt_map_put(&r->live, u->key[i], NULL);  /* there was room for it before */
+    if (v) *v = u->val[i];
+  }
+}
+
+/* ---- a tick that several threads share ---------------------------------- */
+
+struct tick_ev {
+  hmt_event_t ev;
+  uint64_t block_off;
+};
+
+/* A step of the search: the thread (index into tick_s) whose event came
+ * next, the threads tried so far at this step (bit i: thread tick_s[i]),
+ * and what the event changed. */
+struct tick_step {
+  uint64_t tried;
+  size_t thread;
+  undo_t undo;
+};
+
+static void sift_down(hmt_reader_t *r, size_t i);
+
+/* tick_addr: per address of the tick, the allocations and frees of it in
+ * the tick (16 bits each, saturating), the first of its events in
+ * tick_nodes (+1), and two flags */
+#define TA_ALLOCS(v) ((v) & 0xffffu)
+#define TA_FREES(v) (((v) >> 16) & 0xffffu)
+#define TA_NODE(v) (((v) >> 32) & 0x3fffffffu)
+#define TA_SHARED (1ull << 62)  /* touched by two threads or more */
+#define TA_EXEMPT (1ull << 63)  /* no order of the tick can match its frees and allocations */
+
+/* an event of the tick on an address: the thread (index into tick_s), its
+ * place in the thread's events, whether it allocates the address, and the
+ * address's next node (+1; a thread's nodes follow each other, latest first) */
+struct tick_node {
+  uint32_t thread, pos, next;
+  int alloc;
+};
+
+static int tick_count(hmt_reader_t *r, uint64_t a, int alloc, size_t thread, size_t pos, int *shared) {
+  if (!a || a == HMT_MAP_EMPTY) return 0;
+  if (r->tnodes_n == r->tnodes_cap) {
+    size_t cap = r->tnodes_cap ? 2 * r->tnodes_cap : 64;
+    struct tick_node *n = cap < 0x3fffffffu ? realloc(r->tnodes, cap * sizeof *n) : NULL;
+    if (!n) return fail(r, NULL, -ENOMEM, 0, "out of memory");
+    r->tnodes = n; r->tnodes_cap = cap;
+  }
+  uint64_t *v = hmt_map_put(&r->tick_addr, a, NULL);
+  if (!v) return fail(r, NULL, -ENOMEM, 0, "out of memory");
+  struct tick_node *n = &r->tnodes[r->tnodes_n];
+  n->thread = (uint32_t)thread; n->pos = (uint32_t)pos; n->alloc = alloc; n->next = (uint32_t)TA_NODE(*v);
+  if (n->next && r->tnodes[n->next - 1].thread != thread) { *v |= TA_SHARED; *shared = 1; }
+  *v = (*v & ~(0x3fffffffull << 32)) | (uint64_t)(++r->tnodes_n) << 32;
+  if (alloc && TA_ALLOCS(*v) < 0xffffu) *v += 1;
+  if (!alloc && TA_FREES(*v) < 0xffffu) *v += 1u << 16;
+  return 0;
+}
+
+/* 0 when address a can no longer go on: events of it are left in the tick
+ * but no thread's next one of them fits its state (a free when it is live,
+ * an allocation when not).  Checked for the addresses of each step, it
+ * catches an allocation that took an address another thread needed. */
+static int tick_addr_ok(const hmt_reader_t *r, const size_t *pos, uint64_t a) {
+  if (!a || a == HMT_MAP_EMPTY) return 1;
+  const uint64_t *v = hmt_map_get(&r->tick_addr, a);
+  if (!v || (*v & TA_EXEMPT)) return 1;
+  int want_alloc = !live_by(r, a), left = 0;
+  const struct tick_node *cand = NULL;
+  for (uint32_t k = (uint32_t)TA_NODE(*v); k; k = r->tnodes[k - 1].next) {
+    const struct tick_node *n = &r->tnodes[k - 1];
+    if (cand && cand->thread != n->thread) {
+      if (cand->alloc == want_alloc) return 1;
+      cand = NULL;
+    }
+    if (n->pos >= pos[n->thread]) { cand = n; left = 1; }
+  }
+  return !left || (cand && cand->alloc == want_alloc);
+}
+
+/* 1 when the live addresses rule ev out now: it frees an address not live,
+ * or allocates one that is live.  Addresses whose frees and allocations in
+ * the tick cannot alternate whatever the order (a free of memory from
+ * before the trace, an event lost with a killed thread) never hold an event
+ * back. */
+static int tick_blocked(const hmt_reader_t *r, const hmt_event_t *ev) {
+  uint64_t rel = released(ev), got = taken(ev);
+  const uint64_t *v;
+  if (rel && rel != HMT_MAP_EMPTY && !live_by(r, rel) && (v = hmt_map_get(&r->tick_addr, rel)) && !(*v & TA_EXEMPT))
+    return 1;
+  return got && got != HMT_MAP_EMPTY && live_by(r, got) && (v = hmt_map_get(&r->tick_addr, got)) && !(*v & TA_EXEMPT);
+}
+
+/* Read every event of tick t0 of the streams whose next event is in it. */
+static int gather_tick(hmt_reader_t *r, uint64_t t0, int *shared) {
+  r->tick_n = 0;
+  r->tnodes_n = 0;
+  *shared = 0;
+  for (size_t i = 0; i < r->heap_n; i++) {
+    stream_t *s = &r->streams[r->heap[i]];
+    if (s->ev.time != t0) continue;
+    size_t th = r->tick_n;
+    r->tick_s[r->tick_n++] = r->heap[i];
+    s->tk_n = 0;
+    for (;;) {
+      if (s->tk_n == s->tk_cap) {
+        size_t cap = s->tk_cap ? 2 * s->tk_cap : 16;
+        struct tick_ev *tk = realloc(s->tk, cap * sizeof *tk);
+        if (!tk) return fail(r, NULL, -ENOMEM, 0, "out of memory");
+        s->tk = tk; s->tk_cap = cap;
+      }
+      s->tk[s->tk_n].ev = s->ev;
+      s->tk[s->tk_n++].block_off = s->block_off;
+      int err = tick_count(r, released(&s->ev), 0, th, s->tk_n - 1, shared);
+      if (!err) err = tick_count(r, taken(&s->ev), 1, th, s->tk_n - 1, shared);
+      if (err) return err;
+      int k = fill(r, s);
+      if (k < 0) return k;
+      if (k == 0) { s->has_ev = 0; break; }
+      if (s->ev.time != t0) break;
+    }
+  }
+  /* an address whose frees and allocations cannot alternate from its state
+   * at the start of the tick */
+  for (size_t i = 0; *shared && i < r->tick_n; i++) {
+    const stream_t *s = &r->streams[r->tick_s[i]];
+    for (size_t j = 0; j < s->tk_n; j++) {
+      uint64_t ad[2] = {released(&s->tk[j].ev), taken(&s->tk[j].ev)};
+      for (int k = 0; k < 2; k++) {
+        uint64_t *v = ad[k] && ad[k] != HMT_MAP_EMPTY ? hmt_map_get(&r->tick_addr, ad[k]) : NULL;
+        if (!v) continue;
+        uint64_t a = TA_ALLOCS(*v), f = TA_FREES(*v);
+        int ok = live_by(r, ad[k]) ? (f == a || f == a + 1) : (a == f || a == f + 1);
+        if (!ok || a == 0xffffu || f == 0xffffu) *v |= TA_EXEMPT;
+      }
+    }
+  }
+  /* the streams with events left go back into the heap */
+  size_t n = 0;
+  for (size_t i = 0; i < r->heap_n; i++)
+    if (r->streams[r->heap[i]].has_ev) r->heap[n++] = r->heap[i];
+  r->heap_n = n;
+  for (size_t i = n / 2; i-- > 0;) sift_down(r, i);
+  return 0;
+}
+
+/* The best of the tick's threads' next events (pos[i]: how many of thread
+ * i's are out): among those not tried (skip), the ones the live addresses
+ * let go (all when !strict, those first), in prefer() order.  Returns the
+ * thread, or -1. */
+static long tick_best(const hmt_reader_t *r, const size_t *pos, uint64_t skip, int strict) {
+  long best = -1;
+  int best_blocked = 0;
+  for (size_t i = 0; i < r->tick_n; i++) {
+    const stream_t *s = &r->streams[r->tick_s[i]];
+    if (pos[i] == s->tk_n || (i < 64 && (skip >> i) & 1)) continue;
+    const struct tick_ev *e = &s->tk[pos[i]];
+    int bl = tick_blocked(r, &e->ev);
+    if (bl && strict) continue;
+    if (best >= 0) {
+      const struct tick_ev *b = &r->streams[r->tick_s[best]].tk[pos[best]];
+      if (bl > best_blocked) continue;
+      if (bl == best_blocked && !prefer(r, &e->ev, e->block_off, r->tick_s[i], &b->ev, b->block_off, r->tick_s[best]))
+        continue;
+    }
+    best = (long)i;
+    best_blocked = bl;
+  }
+  return best;
+}
+
+/* 1 when an event the live addresses hold back can no longer go: no other
+ * thread has an event left in the tick that would let it (the allocation
+ * of the address it frees, the free of the address it allocates).  The
+ * search goes back at once instead of at the end of the tick. */
+static int tick_stuck(const hmt_reader_t *r, const size_t *pos) {
+  for (size_t i = 0; i < r->tick_n; i++) {
+    const stream_t *s = &r->streams[r->tick_s[i]];
+    if (pos[i] == s->tk_n) continue;
+    const hmt_event_t *e = &s->tk[pos[i]].ev;
+    if (!tick_blocked(r, e)) continue;
+    uint64_t rel = released(e);
+    const uint64_t *v = rel ? hmt_map_get(&r->tick_addr, rel) : NULL;
+    int need_alloc = v && !live_by(r, rel) && !(*v & TA_EXEMPT);
+    if (!need_alloc) v = hmt_map_get(&r->tick_addr, taken(e));
+    int found = 0;
+    for (uint32_t k = v ? (uint32_t)TA_NODE(*v) : 0; k && !found; k = r->tnodes[k - 1].next) {
+      const struct tick_node *n = &r->tnodes[k - 1];
+      found = n->thread != i && n->pos >= pos[n->thread] && n->alloc == need_alloc;
+    }
+    if (!found) return 1;
+  }
+  return 0;
+}
+
+/* The search's key of a set of positions: the sum over the tick's threads
+ * of each one's count of events out times a random odd number, mixed. */
+static uint64_t pos_key(size_t thread) { return hmt_map_hash(thread + 1) | 1; }
+static uint64_t pos_hash(uint64_t h) {
+  h = hmt_map_hash(h);
+  return h == HMT_MAP_EMPTY ? 0 : h;
+}
+
+/* Order the gathered tick into r->out: a depth-first search for an order
+ * in which no event is held back by the live addresses, trying the
+ * preferred event first at each step, so that it costs one pass when the
+ * preferred order works.  Which events are out (pos) settles the live
+ * addresses, so a set of positions found to lead nowhere is not searched
+ * again (kept by a hash of the positions); a step that leaves an address
+ * no thread can go on with (tick_addr_ok) or an event held back for good
+ * (tick_stuck) turns back at once.  Over 64 threads in the tick, or when
+ * the search runs long, the preferred event goes next, held back or not
+ * (as before the search). */
+static int order_tick(hmt_reader_t *r, int shared) {
+  size_t total = 0;
+  for (size_t i = 0; i < r->tick_n; i++) total += r->streams[r->tick_s[i]].tk_n;
+  if (total > r->out_cap || total + 1 > r->steps_cap) {
+    size_t cap = 2 * total + 16;
+    hmt_event_t *out = realloc(r->out, cap * sizeof *out);
+    if (out) r->out = out;
+    struct tick_step *st = realloc(r->steps, (cap + 1) * sizeof *st);
+    if (st) r->steps = st;
+    if (!out || !st) return fail(r, NULL, -ENOMEM, 0, "out of memory");
+    r->out_cap = cap; r->steps_cap = cap + 1;
+  }
+  size_t *pos = r->tick_s + r->nstreams;  /* the second half of tick_s */
+  for (size_t i = 0; i < r->tick_n; i++) pos[i] = 0;
+  size_t depth = 0;
+  int search = shared && r->tick_n <= 64;
+  uint64_t budget = 64 * (uint64_t)total + 65536, spent = 0, h = 0;
+  r->steps[0].tried = 0;
+  while (depth < total) {
+    struct tick_step *st = &r->steps[depth];
+    long i;
+    if (!search) i = tick_best(r, pos, 0, 0);
+    else if (depth > 0 && tick_stuck(r, pos)) i = -1;
+    else i = tick_best(r, pos, st->tried, 1);
+    if (i >= 0 && (!search || spent++ < budget)) {
+      const struct tick_ev *e = &r->streams[r->tick_s[i]].tk[pos[i]];
+      int err = track(r, &e->ev, search ? &st->undo : NULL);
+      if (err) return err;
+      r->out[depth] = e->ev;
+      st->thread = (size_t)i;
+      pos[i]++;
+      if (!search) { depth++; continue; }
+      st->tried |= 1ull << i;
+      h += pos_key(i);
+      if (!tick_addr_ok(r, pos, released(&e->ev)) || !tick_addr_ok(r, pos, taken(&e->ev)) ||
+          hmt_map_get(&r->tick_dead, pos_hash(h))) {
+        untrack(r, &st->undo);
+        pos[i]--;
+        h -= pos_key(i);
+        continue;
+      }
+      r->steps[++depth].tried = 0;
+      continue;
+    }
+    if (!search) return fail(r, NULL, HMT_E_RECORD, 0, "no event left to order in a tick");  /* cannot happen */
+    /* a dead end: remembered, and the search goes back one step */
+    if (depth > 0 && spent < budget) {
+      if (!hmt_map_put(&r->tick_dead, pos_hash(h), NULL)) return fail(r, NULL, -ENOMEM, 0, "out of memory");
+      depth--;
+      untrack(r, &r->steps[depth].undo);
+      pos[r->steps[depth].thread]--;
+      h -= pos_key(r->steps[depth].thread);
+      continue;
+    }
+    while (depth > 0) {
+      depth--;
+      untrack(r, &r->steps[depth].undo);
+      pos[r->steps[depth].thread]--;
+    }
+    search = 0;
+  }
+  if (r->tick_dead.count) hmt_map_free(&r->tick_dead);
+  r->out_n = total;
+  r->out_pos = 0;
+  /* the tick's addresses are done with */
+  for (size_t i = 0; i < r->tick_n; i++) {
+    const stream_t *s = &r->streams[r->tick_s[i]];
+    for (size_t j = 0; j < s->tk_n; j++) {
+      uint64_t a = released(&s->tk[j].ev), g = taken(&s->tk[j].ev);
+      if (a && a != HMT_MAP_EMPTY) hmt_map_del(&r->tick_addr, a, NULL);
+      if (g && g != HMT_MAP_EMPTY) hmt_map_del(&r->tick_addr, g, NULL);
+    }
   }
   return 0;
 }
@@ -939,12 +1265,14 @@ static void sift_down(hmt_reader_t *r, size_t i) {
 
 static int start(hmt_reader_t *r) {
   r->heap = malloc((r->nstreams + 1) * sizeof *r->heap);
-  if (!r->heap) return fail(r, NULL, -ENOMEM, 0, "out of memory");
+  r->tick_s = malloc((2 * r->nstreams + 1) * sizeof *r->tick_s);
+  if (!r->heap || !r->tick_s) return fail(r, NULL, -ENOMEM, 0, "out of memory");
   r->heap_n = 0;
   r->track_live = r->nstreams > 1;
   for (size_t i = 0; i < r->nstreams; i++) {
     int k = fill(r, &r->streams[i]);
     if (k < 0) return k;
+    r->streams[i].has_ev = k;
     if (k) r->heap[r->heap_n++] = i;
   }
   for (size_t i = r->heap_n; i-- > 0;) sift_down(r, i);
@@ -958,19 +1286,27 @@ int hmt_next(hmt_reader_t *r, hmt_event_t *ev) {
     int err = start(r);
     if (err) { r->failed = 1; return err; }
   }
+  if (r->out_pos < r->out_n) {
+    *ev = r->out[r->out_pos++];
+    return 1;
+  }
   if (r->heap_n == 0) return 0;
   size_t top = r->heap[0];
-  if (r->track_live && r->heap_n > 2 && blocked(r, &r->streams[top].ev, released(&r->streams[top].ev))) {
-    /* the heap was ordered against fewer live addresses: with three threads
-     * or more, an event the live set now lets go may sit below this one
-     * (rare: only same-tick hand-overs, so the O(threads) rebuild is cheap) */
-    for (size_t i = r->heap_n / 2; i-- > 0;) sift_down(r, i);
-    top = r->heap[0];
+  uint64_t t0 = r->streams[top].ev.time;
+  /* the second in time is a child of the first */
+  if (r->track_live && ((r->heap_n > 1 && r->streams[r->heap[1]].ev.time == t0) ||
+                        (r->heap_n > 2 && r->streams[r->heap[2]].ev.time == t0))) {
+    int shared, err = gather_tick(r, t0, &shared);
+    if (!err) err = order_tick(r, shared);
+    if (err) { r->failed = 1; return err; }
+    *ev = r->out[r->out_pos++];
+    return 1;
   }
   *ev = r->streams[top].ev;
-  if (r->track_live && track(r, ev) < 0) { r->failed = 1; return r->err.code; }
+  if (r->track_live && track(r, ev, NULL) < 0) { r->failed = 1; return r->err.code; }
   int k = fill(r, &r->streams[top]);
   if (k < 0) { r->failed = 1; return k; }
+  r->streams[top].has_ev = k;
   if (k == 0) r->heap[0] = r->heap[--r->heap_n];
   sift_down(r, 0);
   return 1;
@@ -985,7 +1321,12 @@ int hmt_rewind(hmt_reader_t *r) {
   free(r->heap);
   r->heap = NULL;
   r->heap_n = 0;
+  free(r->tick_s);
+  r->tick_s = NULL;
+  r->tick_n = r->out_n = r->out_pos = 0;
   hmt_map_free(&r->live);
+  hmt_map_free(&r->tick_addr);
+  hmt_map_free(&r->tick_dead);
   r->started = r->failed = 0;
   r->progress = 0;
   memset(&r->err, 0, sizeof r->err);

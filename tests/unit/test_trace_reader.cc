@@ -581,6 +581,45 @@ TEST(hmt_next, same_tick_allocation_of_a_live_address_waits_for_its_free) {
   expect_live_order(of5000);
 }
 
+TEST(hmt_next, same_tick_order_is_searched_when_the_preferred_event_misleads) {
+  // 0x5000 is live (thread 12 since t = 100).  In the tick at 200 thread 12
+  // frees it, allocates 0x6000, gets 0x5000 back and frees it again, and
+  // thread 11 (first in the file) allocates 0x5000 once.  Event by event,
+  // once 12's first free is out, 11's allocation and 12's are both allowed
+  // and allocations go in file order: 11 took the address 12 needed, and 12's
+  // allocation then found it live (a "missing free" in every run of four
+  // threads trading large blocks).  Only 11 last has every free find its
+  // block live.
+  auto ev = tie_events({{HPCMEM_EV_MALLOC, 200, 0x5000, 0, 64, 0, 0}},
+                       {{HPCMEM_EV_MALLOC, 100, 0x5000, 0, 32, 0, 0},
+                        {HPCMEM_EV_FREE, 200, 0x5000, 0, 0, 0, 0},
+                        {HPCMEM_EV_MALLOC, 200, 0x6000, 0, 16, 0, 0},
+                        {HPCMEM_EV_MALLOC, 200, 0x5000, 0, 48, 0, 0},
+                        {HPCMEM_EV_FREE, 200, 0x5000, 0, 0, 0, 0}},
+                       "tie-search.hmt");
+  ASSERT_EQ(ev.size(), 6u);
+  expect_live_order(ev);
+  EXPECT_EQ(ev[5].tid, 11u);
+  EXPECT_EQ(ev[5].size, 64u);
+}
+
+TEST(hmt_next, same_tick_free_of_memory_from_before_the_trace_holds_nothing_back) {
+  // thread 11 frees 0x9000, which no event allocated (memory from before
+  // the trace): no order makes that free find its block live, and it must
+  // not stop the tick's other events from being ordered by the live
+  // addresses (0x5000: 12 frees it, then 11 gets it back)
+  auto ev = tie_events({{HPCMEM_EV_FREE, 200, 0x9000, 0, 0, 0, 0}, {HPCMEM_EV_MALLOC, 200, 0x5000, 0, 64, 0, 0}},
+                       {{HPCMEM_EV_MALLOC, 100, 0x5000, 0, 32, 0, 0}, {HPCMEM_EV_FREE, 200, 0x5000, 0, 0, 0, 0}},
+                       "tie-before-trace.hmt");
+  ASSERT_EQ(ev.size(), 4u);
+  std::vector<hmt_event_t> of5000;
+  for (auto &e : ev)
+    if (e.ptr == 0x5000) of5000.push_back(e);
+  ASSERT_EQ(of5000.size(), 3u);
+  expect_live_order(of5000);
+  EXPECT_EQ(of5000[2].tid, 11u);
+}
+
 // Format 1.4: every event back exactly (time to the tick of 2^16 ns),
 // threads merged, stacks resolved, the extension record skipped.
 TEST(hmt_open, model_blocks_read_exactly) {
