@@ -97,6 +97,7 @@ struct hmt_reader {
   size_t *tick_s, tick_n;
   hmt_map_t tick_addr;
   hmt_map_t tick_dead;     /* positions the search found lead nowhere (pos_hash) */
+  uint64_t credit;         /* steps the search may still take (order_tick()) */
   struct tick_step *steps;
   size_t steps_cap;
   struct tick_node *tnodes;
@@ -1158,6 +1159,11 @@ static int tick_stuck(const hmt_reader_t *r, const size_t *pos) {
   return 0;
 }
 
+/* the search's steps: at most TICK_CREDIT in one tick, and on average
+ * TICK_STEPS an event of the ticks searched */
+#define TICK_CREDIT (1ull << 22)
+#define TICK_STEPS 64
+
 /* The search's key of a set of positions: the sum over the tick's threads
  * of each one's count of events out times a random odd number, mixed. */
 static uint64_t pos_key(size_t thread) { return hmt_map_hash(thread + 1) | 1; }
@@ -1174,8 +1180,8 @@ static uint64_t pos_hash(uint64_t h) {
  * again (kept by a hash of the positions); a step that leaves an address
  * no thread can go on with (tick_addr_ok) or an event held back for good
  * (tick_stuck) turns back at once.  Over 64 threads in the tick, or when
- * the search runs long, the preferred event goes next, held back or not
- * (as before the search). */
+ * the search runs out of steps (credit), the preferred event goes next,
+ * held back or not (as before the search). */
 static int order_tick(hmt_reader_t *r, int shared) {
   size_t total = 0;
   for (size_t i = 0; i < r->tick_n; i++) total += r->streams[r->tick_s[i]].tk_n;
@@ -1192,7 +1198,12 @@ static int order_tick(hmt_reader_t *r, int shared) {
   for (size_t i = 0; i < r->tick_n; i++) pos[i] = 0;
   size_t depth = 0;
   int search = shared && r->tick_n <= 64;
-  uint64_t budget = 64 * (uint64_t)total + 65536, spent = 0, h = 0;
+  /* each tick's events add to the search's credit, a hard tick may spend
+   * what easy ones left: the whole file costs at most TICK_CREDIT steps
+   * plus TICK_STEPS an event */
+  r->credit += TICK_STEPS * (uint64_t)total;
+  if (r->credit > 4 * TICK_CREDIT) r->credit = 4 * TICK_CREDIT;
+  uint64_t budget = r->credit < TICK_CREDIT ? r->credit : TICK_CREDIT, spent = 0, h = 0;
   r->steps[0].tried = 0;
   while (depth < total) {
     struct tick_step *st = &r->steps[depth];
@@ -1237,6 +1248,7 @@ static int order_tick(hmt_reader_t *r, int shared) {
     }
     search = 0;
   }
+  r->credit -= spent < r->credit ? spent : r->credit;
   if (r->tick_dead.count) hmt_map_free(&r->tick_dead);
   r->out_n = total;
   r->out_pos = 0;
@@ -1269,6 +1281,7 @@ static int start(hmt_reader_t *r) {
   if (!r->heap || !r->tick_s) return fail(r, NULL, -ENOMEM, 0, "out of memory");
   r->heap_n = 0;
   r->track_live = r->nstreams > 1;
+  r->credit = TICK_CREDIT;
   for (size_t i = 0; i < r->nstreams; i++) {
     int k = fill(r, &r->streams[i]);
     if (k < 0) return k;

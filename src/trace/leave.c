@@ -42,9 +42,7 @@
 #include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-#ifdef HAVE__DL_FIND_OBJECT
 #include <link.h>
-#endif
 
 /* public, and out of the allocator's hot text (src/hot-text.ld): they run
  * once in a process's life */
@@ -52,8 +50,9 @@
 
 extern char **environ;
 
-enum { NX_EXIT, NX_EXIT_, NX_EXECVE, NX_EXECVP, NX_EXECVPE, NX_FEXECVE, NX_EXECVEAT, NX_COUNT };
-static const char *const next_name[NX_COUNT] = {"_exit", "_Exit", "execve", "execvp", "execvpe", "fexecve", "execveat"};
+enum { NX_EXIT, NX_EXIT_, NX_EXECVE, NX_EXECVP, NX_EXECVPE, NX_FEXECVE, NX_EXECVEAT, NX_DL_ITERATE_PHDR, NX_COUNT };
+static const char *const next_name[NX_COUNT] = {"_exit", "_Exit", "execve", "execvp", "execvpe", "fexecve", "execveat",
+                                                "dl_iterate_phdr"};
 static void *next_fn[NX_COUNT];
 static int next_found;
 
@@ -62,6 +61,8 @@ typedef int execve_fn(const char *, char *const[], char *const[]);
 typedef int execvp_fn(const char *, char *const[]);
 typedef int fexecve_fn(int, char *const[], char *const[]);
 typedef int execveat_fn(int, const char *, char *const[], char *const[], int);
+typedef int phdr_cb(struct dl_phdr_info *, size_t, void *);
+typedef int dl_iterate_phdr_fn(phdr_cb *, void *);
 
 #ifdef HAVE__DL_FIND_OBJECT
 
@@ -311,4 +312,28 @@ LEAVE_API int execle(const char *path, const char *arg, ...) {
   char *const *envp = va_arg(ap, char *const *);
   va_end(ap);
   return exec_ve(path, argv, envp);
+}
+
+/* ---- dl_iterate_phdr --------------------------------------------------- */
+
+/* A thread inside dl_iterate_phdr holds the loader's lock while its
+ * callback runs, and a callback may allocate.  Debian's libunwind keeps
+ * its unwind cache under one lock of its own and, holding it, calls
+ * dl_iterate_phdr: a traced allocation in such a callback, unwound with
+ * libunwind, waited for that lock while the thread holding it waited for
+ * the loader's -- the program hung (tests/trace/phdr_app.c).  So the
+ * program's dl_iterate_phdr comes here first and counts the calls this
+ * thread is inside; the recorder then captures the stack with libgcc's
+ * unwinder, which finds the unwind tables without the loader's lock
+ * (_dl_find_object).  Calls from inside the C library do not come here:
+ * they hold no lock libunwind takes. */
+__thread int _hpcmem_t_in_phdr;
+
+__attribute__((visibility("default"), noinline)) int dl_iterate_phdr(phdr_cb *callback, void *data) {
+  dl_iterate_phdr_fn *f = (dl_iterate_phdr_fn *)next(NX_DL_ITERATE_PHDR);
+  if (!f) return 0;  /* no C library after us: no object to visit */
+  _hpcmem_t_in_phdr++;
+  int r = f(callback, data);
+  _hpcmem_t_in_phdr--;
+  return r;
 }

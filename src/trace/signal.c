@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
+#include <time.h>
 
 static const int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL};
 #define NSIGS (int)(sizeof sigs / sizeof sigs[0])
@@ -17,7 +18,10 @@ static const int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGSEGV, SIGBUS, SI
 static struct sigaction prev[NSIGS];
 static int installed[NSIGS];
 static volatile int flushing;
-static __thread int t_chaining;
+static __thread int t_chaining, t_flushing;
+
+/* how long a second fatal signal waits for the first one's flush */
+#define FLUSH_WAIT_NS (5ull * 1000 * 1000 * 1000)
 
 static int slot_of(int sig) {
   for (int i = 0; i < NSIGS; i++)
@@ -47,8 +51,22 @@ static void handler(int sig, siginfo_t *si, void *uc) {
     return;
   }
   if (!__atomic_exchange_n(&flushing, 1, __ATOMIC_ACQ_REL)) {
+    t_flushing = 1;
     _hpcmem_trace_flush_all(HMT_FLUSH_SIGNAL + sig);
+    t_flushing = 0;
     __atomic_store_n(&flushing, 0, __ATOMIC_RELEASE);
+  } else if (!t_flushing) {
+    /* another thread's fatal signal is writing the buffers (two threads
+     * that fault at once): the default action would end the process in
+     * the middle of it, so let it finish first, for at most 5 s.  The
+     * same thread's signal during its own flush goes on at once. */
+    struct timespec t0, now, nap = {0, 1000000};
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (__atomic_load_n(&flushing, __ATOMIC_ACQUIRE)) {
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      if ((uint64_t)(now.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)now.tv_nsec - (uint64_t)t0.tv_nsec > FLUSH_WAIT_NS) break;
+      nanosleep(&nap, NULL);
+    }
   }
   struct sigaction *p = &prev[i];
   if ((p->sa_flags & SA_SIGINFO) && p->sa_sigaction) {

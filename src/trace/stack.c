@@ -133,6 +133,13 @@ int _hpcmem_stack_init(int m, char *why, size_t whylen) {
   if (method == HMT_UNWIND_LIBUNWIND) method = HMT_UNWIND_BACKTRACE;
 #else
   if (method == HMT_UNWIND_LIBUNWIND && load_libunwind(why, whylen)) return -ENOENT;
+  if (method == HMT_UNWIND_LIBUNWIND) {
+    /* backtrace() stands in for libunwind inside dl_iterate_phdr
+     * (method_here()); the C library loads libgcc_s at its first call,
+     * with the loader's lock, which is not to be waited for there */
+    void *one[1];
+    backtrace(one, 1);
+  }
 #endif
 #if defined(__x86_64__)
   if (load_libgcc(why, whylen)) return -ENOENT;
@@ -182,11 +189,17 @@ static int first_kept(const uint64_t *frames, int n, const void *from, int *at_f
   return start;
 }
 
+/* The method for this capture: libgcc's unwinder instead of libunwind
+ * while the thread is inside dl_iterate_phdr (leave.c says why). */
+static inline int method_here(void) {
+  return method == HMT_UNWIND_LIBUNWIND && _hpcmem_t_in_phdr ? HMT_UNWIND_BACKTRACE : method;
+}
+
 /* keeps a frame pointer, like the hook, so that the walk can pass through */
 __attribute__((optimize("no-omit-frame-pointer")))
 uint32_t _hpcmem_stack_capture(uint64_t *frames, uint32_t max, const void *from) {
   int want = (int)(max + HMT_CAPTURE_EXTRA), n = 0;
-  switch (method) {
+  switch (method_here()) {
 #ifdef HAVE_LIBUNWIND
     case HMT_UNWIND_LIBUNWIND: n = unw_backtrace((void **)frames, want); break;
 #endif
@@ -414,7 +427,7 @@ uint64_t _hpcmem_stack_get(hmt_scache_t *c, uint64_t *frames, uint64_t *scratch,
   c->walks++;
   int want = (int)(max + HMT_CAPTURE_EXTRA), n = 0, ok = 1;
   uint64_t *slots = scratch, *g_ip = scratch + want, *g_slot = scratch + 2 * want, *g_cfa = scratch + 3 * want;
-  switch (method) {
+  switch (method_here()) {
     case HMT_UNWIND_FRAMEPOINTER: n = fp_walk_slots(frames, slots, (uint32_t)want); break;
 #ifdef HAVE_LIBUNWIND
     case HMT_UNWIND_LIBUNWIND: {

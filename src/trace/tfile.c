@@ -42,13 +42,13 @@ static struct {
 
 /* ---- configuration from trace.c ------------------------------------ */
 
-static void scan_modules_locked(void);
+static void rescan_modules(void);
 
 void _hpcmem_tfile_configure(const hmt_header_t *h, const char *dir, int dir_is_default) {
   FN.hdr = *h;
   snprintf(FN.dir, sizeof FN.dir, "%s", dir);
   F.dir_nofollow = dir_is_default;
-  scan_modules_locked();  /* start-up: nobody else records yet */
+  rescan_modules();  /* start-up: nobody else records yet */
 }
 
 const char *_hpcmem_tfile_path(void) { return F.fd >= 0 ? FN.path : ""; }
@@ -330,26 +330,46 @@ static struct {
   unsigned long long adds, subs;
 } M;
 
-static void scan_modules_locked(void) {
-  static mod_scan_t s;  /* under F.lock; PATH_MAX is too much for small thread stacks */
+/* The scan runs without F.lock: dl_iterate_phdr holds the loader's lock
+ * while it visits the objects, and a thread inside a dl_iterate_phdr
+ * callback of its own holds that lock and may allocate and write a block
+ * (waiting for F.lock): holding F.lock across the scan hung the writer
+ * and that thread for ever (tests/trace/phdr_app.c).  The scan has a lock
+ * of its own that nobody waits for: a thread that finds it taken leaves
+ * the scan to its holder and looks at the counters again later. */
+static hmt_tlock_t scan_lock;
+
+static void rescan_modules(void) {
+  static mod_scan_t s;  /* under scan_lock; PATH_MAX is too much for small thread stacks */
+  int tid = _hpcmem_trace_tid();
+  if (!_hpcmem_tlock_try(&scan_lock, tid)) return;
   memset(&s, 0, offsetof(mod_scan_t, exe));
   ssize_t n = readlink("/proc/self/exe", s.exe, sizeof s.exe - 1);
   s.exe[n > 0 ? n : 0] = 0;
   dl_iterate_phdr(scan_one, &s);  /* measure */
   size_t cap = s.len + 10 + 4096;
   uint8_t *buf = _hpcmem_trace_alloc(cap);
-  if (!buf) return;
+  if (!buf) { _hpcmem_tlock_release(&scan_lock); return; }
   s.buf = buf; s.cap = cap - 10; s.len = 10; s.count = 0;
   dl_iterate_phdr(scan_one, &s);
-  if (s.len > s.cap) { _hpcmem_trace_free(buf); return; }  /* loaded in between: next time */
+  if (s.len > s.cap) {  /* loaded in between: next time */
+    _hpcmem_trace_free(buf);
+    _hpcmem_tlock_release(&scan_lock);
+    return;
+  }
   /* the count goes in front, as a varint right-aligned in the 10 spare bytes */
   uint8_t tmp[10];
   size_t cl = (size_t)(hmt_put_varint(tmp, s.count) - tmp);
   memcpy(buf + 10 - cl, tmp, cl);
   memmove(buf, buf + 10 - cl, s.len - 10 + cl);
-  _hpcmem_trace_free(M.buf);
+  _hpcmem_tlock(&F.lock, tid);
+  uint8_t *old = M.buf;
   M.buf = buf; M.cap = cap; M.len = s.len - 10 + cl; M.count = (uint32_t)s.count;
   M.adds = s.adds; M.subs = s.subs;
+  F.modules_known = 0;
+  _hpcmem_tlock_release(&F.lock);
+  _hpcmem_tlock_release(&scan_lock);
+  _hpcmem_trace_free(old);
 }
 
 static void modules_locked(void) {
@@ -366,9 +386,8 @@ void _hpcmem_tfile_check_modules(int may_wait) {
   unsigned long long c[2] = {0, 0};
   dl_iterate_phdr(peek_counters, c);
   if (M.buf && c[0] == M.adds && c[1] == M.subs && (F.fd < 0 || F.modules_known)) return;
-  int tid = _hpcmem_trace_tid();
-  _hpcmem_tlock(&F.lock, tid);
-  if (!M.buf || c[0] != M.adds || c[1] != M.subs) { scan_modules_locked(); F.modules_known = 0; }
+  if (!M.buf || c[0] != M.adds || c[1] != M.subs) rescan_modules();
+  _hpcmem_tlock(&F.lock, _hpcmem_trace_tid());
   if (F.fd >= 0 && !F.modules_known) modules_locked();
   _hpcmem_tlock_release(&F.lock);
 }

@@ -948,6 +948,10 @@ static void *writer_main(void *arg) {
  * and init runs inside the allocator's own start-up).  Its allocations
  * are recorded as libhpcmem's own. */
 static void writer_start(hmt_tbuf_t *b) {
+  /* not from inside a dl_iterate_phdr callback: pthread_create waits for
+   * the loader's TLS lock, which a thread in dlopen may hold while it
+   * waits for the lock this thread holds (a later event starts it) */
+  if (_hpcmem_t_in_phdr) return;
   int z = 0;
   if (!__atomic_compare_exchange_n(&W.state, &z, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) return;
   sigset_t all, old;

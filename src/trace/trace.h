@@ -215,5 +215,8 @@ void _hpcmem_trace_signals_uninstall(void);
  * ends.  From _hpcmem_trace_init, and from an untraced process's first
  * exec (no lock, no allocation: it may be a child of vfork). */
 void _hpcmem_trace_leave_init(void);
+/* calls of dl_iterate_phdr this thread is inside (leave.c): it holds the
+ * loader's lock, and the stack is not captured with libunwind */
+extern __thread int _hpcmem_t_in_phdr;
 
 #endif

@@ -99,6 +99,17 @@ if [ -r "$lib" ]; then
   else
     ko traded_blocks_all_freed "$(cat "$dir/trade.err")"
   fi
+  # eight threads freeing outside the pool's lock: ticks of 6 - 8 threads,
+  # whose order took the reader up to a million steps to find
+  HPCMEM_TRACE=1 HPCMEM_TRACE_DIR="$dir/trade8" HPCMEM_REPORT=off LD_PRELOAD="$lib" "$b/tests/trace/trade_app" 8 20000 outside > /dev/null
+  if "$REPORT" --json="$dir/trade8.json" "$dir/trade8" > /dev/null 2> "$dir/trade8.err"; then
+    mf=$(jq -r '.ranks[0].missing_frees' "$dir/trade8.json"); un=$(jq -r '.ranks[0].unmatched_frees' "$dir/trade8.json")
+    le=$(jq -r '.ranks[0].live_at_end_bytes' "$dir/trade8.json")
+    [ "$mf" = 0 ] && [ "$un" = 0 ] && [ "$le" -lt 131072 ] && ok traded_blocks_all_freed.eight_threads ||
+      ko traded_blocks_all_freed.eight_threads "missing frees $mf, unmatched frees $un, live at end $le"
+  else
+    ko traded_blocks_all_freed.eight_threads "$(cat "$dir/trade8.err")"
+  fi
 fi
 
 # a trace that misses a free (an address allocated again without one): the

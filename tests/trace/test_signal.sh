@@ -75,4 +75,24 @@ else
   [ "$big" = "1 0" ] && [ "$flushes" = "signal 15" ] && ok REALLOC.old_block_held_until_its_event ||
     ko REALLOC.old_block_held_until_its_event "2 MiB blocks: allocs/frees '$big', flushes '$flushes'"
 fi
+# two threads that fault at the same moment: one writes the buffers, the
+# other's SIGSEGV must wait for it (it ended the process in the middle of
+# the write: no end marker, and the blocks of the thread not yet written
+# lost).  Large buffers hold every event until the signal, so the write
+# takes a while.
+t=$dir/TWO
+HPCMEM_TRACE=1 HPCMEM_TRACE_DIR="$t" HPCMEM_TRACE_BUFFER=64M HPCMEM_REPORT=off LD_PRELOAD="$LIB" \
+  env --default-signal "$APP" TWO 2> /dev/null
+rc=$?
+if [ $rc != 139 ]; then
+  ko TWO.second_fault_waits_for_the_first_flush "exit $rc, expected 139"
+elif "$REPORT" --json="$dir/two.json" "$t" > /dev/null 2> "$dir/err.txt"; then
+  end=$(jq -r '.ranks[0].end' "$dir/two.json")
+  fill=$(jq -r '[.leaks.functions[] | select(.name == "fill") | .bytes] | add' "$dir/two.json")
+  twin=$(jq -r '[.leaks.functions[] | select(.name == "twin") | .bytes] | add' "$dir/two.json")
+  [ "$end" = "signal 11" ] && [ "$fill" = 1024000 ] && [ "$twin" = 512000 ] && ok TWO.second_fault_waits_for_the_first_flush ||
+    ko TWO.second_fault_waits_for_the_first_flush "end $end, fill $fill, twin $twin $(cat "$dir/err.txt")"
+else
+  ko TWO.second_fault_waits_for_the_first_flush "$(cat "$dir/err.txt")"
+fi
 [ $fails = 0 ]

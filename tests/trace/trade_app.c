@@ -3,20 +3,24 @@
  * out, so a block is freed by any thread and its address is handed out
  * again at once, often to another thread, within one time tick of the trace
  * (2^16 ns).  The program counts its own live bytes under the pool's lock:
- *   trade_app THREADS ROUNDS
- * prints "peak <bytes> live <bytes>" (live: 0, everything is freed).
+ *   trade_app THREADS ROUNDS [outside]
+ * prints "peak <bytes> live <bytes>" (live: 0, everything is freed).  With
+ * "outside" a thread frees the block it took after letting go of the lock,
+ * so more threads' events share a tick (the count then leads the frees a
+ * little: its peak is a lower bound).
  * tests/trace/test_report.sh checks that hpcmem-report finds every free. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define SLOTS 16
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static void *pool[SLOTS];
 static size_t pool_size[SLOTS];
 static uint64_t live, peak;
-static int rounds;
+static int rounds, outside;
 
 static void *trader(void *arg) {
   unsigned seed = (unsigned)(uintptr_t)arg;
@@ -34,9 +38,10 @@ static void *trader(void *arg) {
     pool[k] = p;
     pool_size[k] = n;
     /* freed under the lock, so the count follows the true order */
-    free(q);
+    if (!outside) free(q);
     live -= qn;
     pthread_mutex_unlock(&mu);
+    if (outside) free(q);
   }
   return NULL;
 }
@@ -44,6 +49,7 @@ static void *trader(void *arg) {
 int main(int argc, char **argv) {
   int threads = argc > 1 ? atoi(argv[1]) : 4;
   rounds = argc > 2 ? atoi(argv[2]) : 20000;
+  outside = argc > 3 && strcmp(argv[3], "outside") == 0;
   if (threads < 1 || threads > 64 || rounds < 1) {
     fprintf(stderr, "usage: trade_app THREADS(1-64) ROUNDS\n");
     return 2;
