@@ -989,11 +989,10 @@ static void sift_down(hmt_reader_t *r, size_t i);
 
 /* tick_addr: per address of the tick, the allocations and frees of it in
  * the tick (16 bits each, saturating), the first of its events in
- * tick_nodes (+1), and two flags */
+ * tick_nodes (+1), and a flag */
 #define TA_ALLOCS(v) ((v) & 0xffffu)
 #define TA_FREES(v) (((v) >> 16) & 0xffffu)
 #define TA_NODE(v) (((v) >> 32) & 0x3fffffffu)
-#define TA_SHARED (1ull << 62)  /* touched by two threads or more */
 #define TA_EXEMPT (1ull << 63)  /* no order of the tick can match its frees and allocations */
 
 /* an event of the tick on an address: the thread (index into tick_s), its
@@ -1016,7 +1015,7 @@ static int tick_count(hmt_reader_t *r, uint64_t a, int alloc, size_t thread, siz
   if (!v) return fail(r, NULL, -ENOMEM, 0, "out of memory");
   struct tick_node *n = &r->tnodes[r->tnodes_n];
   n->thread = (uint32_t)thread; n->pos = (uint32_t)pos; n->alloc = alloc; n->next = (uint32_t)TA_NODE(*v);
-  if (n->next && r->tnodes[n->next - 1].thread != thread) { *v |= TA_SHARED; *shared = 1; }
+  if (n->next && r->tnodes[n->next - 1].thread != thread) *shared = 1;  /* two threads touch it */
   *v = (*v & ~(0x3fffffffull << 32)) | (uint64_t)(++r->tnodes_n) << 32;
   if (alloc && TA_ALLOCS(*v) < 0xffffu) *v += 1;
   if (!alloc && TA_FREES(*v) < 0xffffu) *v += 1u << 16;
