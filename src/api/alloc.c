@@ -768,9 +768,9 @@ EXPORT FAST_PATH void *malloc(size_t n) {
 
 /* Hit: p lies in the slice of the thread's own group heap, in a chunk of a
  * span of small objects, on an object boundary, and its bin takes it (see
- * bin_put).  The placeholder cache's slice starts at 0 with an all-zero
- * class map, so NULL and every pointer of a thread without a cache fall
- * through. */
+ * bin_put).  The placeholder cache's slice is the address space's last
+ * 16 GiB (tcache.c), so NULL and every pointer of a thread without a cache
+ * fall through. */
 EXPORT FAST_PATH void free(void *p) {
   hpcmem_tcache_t *t = _hpcmem_tc;
   hpcmem_bin_t *b = bin_of(t, p);

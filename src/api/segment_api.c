@@ -216,8 +216,8 @@ EXPORT int hpcmem_seg_info(int seg, hpcmem_seg_info_t *out) {
   out->process_local = sg->process_local;
   out->node_ranks = sg->node_ranks;
   out->node_rank = sg->node_rank;
-  out->base = sg->base;
-  out->size = sg->size;
+  out->base = _hpcmem_seg_range[s].base;
+  out->size = _hpcmem_seg_range[s].size;
   out->own_base = sg->own;
   out->own_size = sg->own_size;
   memcpy(out->nodes, sg->nodes, sizeof out->nodes);
@@ -274,18 +274,18 @@ __attribute__((noinline, cold)) int _hpcmem_seg_stats_nowait(int seg, hpcmem_seg
 }
 
 EXPORT int hpcmem_seg_offset(const void *p, uint64_t *off) {
-  hpcmem_segment_t *s = &_hpcmem_segs[HPCMEM_SEG_SHARED];
+  const hpcmem_seg_range_t *r = &_hpcmem_seg_range[HPCMEM_SEG_SHARED];
   if (!off || !p) return -EINVAL;
-  char *base = __atomic_load_n(&s->base, __ATOMIC_ACQUIRE);
-  if (!base || (uintptr_t)p - (uintptr_t)base >= s->size) return -EINVAL;
+  char *base = __atomic_load_n(&r->base, __ATOMIC_ACQUIRE);
+  if (!base || (uintptr_t)p - (uintptr_t)base >= r->size) return -EINVAL;
   *off = (uint64_t)((const char *)p - base);
   return 0;
 }
 
 EXPORT void *hpcmem_seg_pointer(uint64_t off) {
-  hpcmem_segment_t *s = &_hpcmem_segs[HPCMEM_SEG_SHARED];
-  char *base = __atomic_load_n(&s->base, __ATOMIC_ACQUIRE);
+  const hpcmem_seg_range_t *r = &_hpcmem_seg_range[HPCMEM_SEG_SHARED];
+  char *base = __atomic_load_n(&r->base, __ATOMIC_ACQUIRE);
   if (!base) { errno = EAGAIN; return NULL; }
-  if (off >= s->size) { errno = EINVAL; return NULL; }
+  if (off >= r->size) { errno = EINVAL; return NULL; }
   return base + off;
 }

@@ -95,8 +95,10 @@ typedef struct hpcmem_heaps {
                                  of the span covering the chunk (HPCMEM_CLASS_KEY), 0 when no span
                                  of small objects does */
   unsigned count, block_shift;
-  hpcmem_heap_t heap[HPCMEM_MAX_HEAPS];
   char *mgmt;                 /* the management area (trees and records of all heaps) */
+  /* last: the start writes the heaps there are, so a process writes the
+   * first pages of this array only (src/hot-text.ld) */
+  hpcmem_heap_t heap[HPCMEM_MAX_HEAPS];
 } hpcmem_heaps_t;
 
 extern HPCMEM_HIDDEN hpcmem_heaps_t _hpcmem_heaps;

@@ -7,11 +7,17 @@
 #include <sched.h>
 #include <string.h>
 
-/* The placeholder's slice starts at address 0 and its class map is all zero:
- * every pointer below 16 GiB reads "no class" there, every other one is
- * outside the slice, so the free fast path sends all of them on. */
+/* The placeholder's slice is the last 16 GiB of the address space, where no
+ * pointer a program frees lies: every pointer, NULL too, is outside it, so
+ * the free fast path sends all of them on without reading the class map.
+ * The map is all zero ("no class") for a thread that reads a cache's old
+ * slice with its new map (fast_off): it must cover a whole slice.  Never
+ * read otherwise, it costs no page (it did while the slice started at 0:
+ * every free(NULL) before a thread's first malloc read its first page, and
+ * on a kernel without a shared zero page that read is a page of RSS). */
+#define NONE_SLICE ((char *)(uintptr_t)(0 - ((uint64_t)1 << HPCMEM_SLICE_SHIFT)))
 static uint8_t none_classmap[(size_t)1 << (HPCMEM_SLICE_SHIFT - HPCMEM_CHUNK_SHIFT)];
-hpcmem_tcache_t _hpcmem_tcache_none = {.classmap = none_classmap, .heap_index = HPCMEM_NO_HEAP - 1};
+hpcmem_tcache_t _hpcmem_tcache_none = {.slice = NONE_SLICE, .classmap = none_classmap, .heap_index = HPCMEM_NO_HEAP - 1};
 __thread hpcmem_tcache_t *_hpcmem_tc __attribute__((tls_model("initial-exec"))) = &_hpcmem_tcache_none;
 uint64_t _hpcmem_free_key;
 unsigned (*_hpcmem_cpu_to_group)(int cpu);
@@ -40,11 +46,11 @@ static char *pool_next, *pool_end;
  * each round), and a place in live_threads that shrank every bin's room. */
 unsigned _hpcmem_tcache_late;
 
-/* A cache whose slice starts at 0 over an all-zero class map sends every
- * free to the slow path, like the placeholder.  A thread racing with this
- * reads either field old or new: both combinations miss. */
+/* A cache with the placeholder's slice and its all-zero class map sends
+ * every free to the slow path.  A thread racing with this reads either field
+ * old or new: both combinations miss. */
 static void fast_off(hpcmem_tcache_t *t) {
-  t->slice = NULL;
+  t->slice = NONE_SLICE;
   t->classmap = none_classmap;
 }
 

@@ -57,7 +57,7 @@ typedef struct hpcmem_tcache {
   /* first line: everything the malloc and free fast paths read besides
    * their bin (hit paths touch this line, the bin's, and the object's; free
    * also one byte of the class map and the class's geometry) */
-  char *slice;                     /* start of the group heap's address slice (NULL while tracing) */
+  char *slice;                     /* start of the group heap's address slice (tcache.c's NONE_SLICE while tracing) */
   const uint8_t *classmap;         /* the slice's part of _hpcmem_heaps.classmap */
   uint64_t acct_alloc, acct_free;  /* accounting words (see HPCMEM_ACCT_CALLS) */
   union {

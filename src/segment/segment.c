@@ -10,6 +10,7 @@
 #include <string.h>
 
 hpcmem_segment_t _hpcmem_segs[HPCMEM_SEG_COUNT];
+hpcmem_seg_range_t _hpcmem_seg_range[HPCMEM_SEG_COUNT];
 int64_t _hpcmem_seg_other_live;
 static int forked_child;            /* this process was forked: the shared parts are the parent's */
 
@@ -91,8 +92,10 @@ static int make_interleaved(hpcmem_segment_t *s) {
     if (rc < 0 && _hpcmem_opt(VERBOSE))
       _hpcmem_info("interleaved segment: madvise(MADV_HUGEPAGE) failed: %s; ordinary pages", strerror(-rc));
   }
-  s->base = s->own = s->tier.base;
-  s->size = s->own_size = size;
+  s->own = s->tier.base;
+  s->own_size = size;
+  _hpcmem_seg_range[_hpcmem_seg_id(s)].size = size;
+  __atomic_store_n(&_hpcmem_seg_range[_hpcmem_seg_id(s)].base, s->own, __ATOMIC_RELEASE);
   s->node_ranks = 1;
   set_ready(s);
   return 0;
@@ -109,8 +112,8 @@ static int run_shared(hpcmem_segment_t *s, char *base, size_t part, int node_ran
   s->own = own;
   s->own_size = part;
   /* base and size last: from here _hpcmem_seg_holding() sees the segment */
-  s->size = (size_t)node_ranks * part;
-  __atomic_store_n(&s->base, base, __ATOMIC_RELEASE);
+  _hpcmem_seg_range[_hpcmem_seg_id(s)].size = (size_t)node_ranks * part;
+  __atomic_store_n(&_hpcmem_seg_range[_hpcmem_seg_id(s)].base, base, __ATOMIC_RELEASE);
   set_ready(s);
   return 0;
 }
@@ -224,8 +227,9 @@ void *_hpcmem_seg_alloc(int id, size_t n, size_t align, int zero, size_t *usable
 
 int _hpcmem_seg_part_of(const hpcmem_segment_t *s, const void *p) {
   if (_hpcmem_seg_id(s) != HPCMEM_SEG_SHARED || !s->own_size) return -1;
-  size_t off = (size_t)((const char *)p - s->base);
-  return off < s->size ? (int)(off / s->own_size) : -1;
+  const hpcmem_seg_range_t *r = &_hpcmem_seg_range[HPCMEM_SEG_SHARED];
+  size_t off = (size_t)((const char *)p - r->base);
+  return off < r->size ? (int)(off / s->own_size) : -1;
 }
 
 static int in_own_part(const hpcmem_segment_t *s, const void *p) {

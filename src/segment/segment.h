@@ -37,8 +37,6 @@ typedef struct hpcmem_segment {
   int error;                   /* FAILED: the errno requests get */
   int process_local;           /* shared segment that only this process maps */
   int node_ranks, node_rank;
-  char *base;                  /* whole mapping (shared: every rank's part) */
-  size_t size;
   char *own;                   /* the part this process allocates from */
   size_t own_size;
   char nodes[64];              /* interleaved: the node list applied */
@@ -50,6 +48,17 @@ typedef struct hpcmem_segment {
 
 /* Index 0 (private) is unused: the core's own heaps are that segment. */
 extern hpcmem_segment_t _hpcmem_segs[HPCMEM_SEG_COUNT];
+/* Where each segment lies: the whole mapping (shared: every rank's part);
+ * base NULL and size 0 until it is ready.  Apart from the records (4 KiB
+ * each, most of it the tier), so that _hpcmem_seg_holding(), which every
+ * realloc and every free outside the heaps runs, reads one line and not a
+ * page of each record (on a kernel without a shared zero page, as the test
+ * machine's, a read of untouched .bss costs a page of RSS). */
+typedef struct hpcmem_seg_range {
+  char *base;
+  size_t size;
+} hpcmem_seg_range_t;
+extern hpcmem_seg_range_t _hpcmem_seg_range[HPCMEM_SEG_COUNT];
 /* A segment's id is its index: no initialised field, so the table stays in
  * .bss (in .data it made 12 KiB of the library's file pages resident). */
 static inline int _hpcmem_seg_id(const hpcmem_segment_t *s) { return (int)(s - _hpcmem_segs); }
@@ -67,8 +76,8 @@ int _hpcmem_seg_mpi_linked(void) __attribute__((weak, visibility("hidden")));
 /* The segment (interleaved or shared) whose range holds p, or NULL. */
 static inline hpcmem_segment_t *_hpcmem_seg_holding(const void *p) {
   for (int i = HPCMEM_SEG_INTERLEAVED; i < HPCMEM_SEG_COUNT; i++) {
-    hpcmem_segment_t *s = &_hpcmem_segs[i];
-    if ((uintptr_t)p - (uintptr_t)s->base < s->size) return s;
+    const hpcmem_seg_range_t *r = &_hpcmem_seg_range[i];
+    if ((uintptr_t)p - (uintptr_t)r->base < r->size) return &_hpcmem_segs[i];
   }
   return NULL;
 }

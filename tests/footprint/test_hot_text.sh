@@ -65,6 +65,36 @@ else
   done
 fi
 
+# The pages of libhpcmem's data and .bss a plain process touches
+# (src/hot-text.ld: the variables the start touches share pages): the
+# relocated data and .data (-z now puts the GOT with the read-only part:
+# 3 pages), and .bss, 5 pages (6 when .bss's small variables cross a page
+# boundary).  On a kernel with a shared zero page a page only read counts
+# nothing and the test is easier; on one without (the test machine's) a read
+# costs a page as a write does.  cat, which also reallocs, and a program
+# with a thread.
+for prog in cat thread; do
+  if [ $prog = cat ]; then
+    smaps=$(LD_PRELOAD=$lib cat /proc/self/smaps)
+  else
+    smaps=$(LD_PRELOAD=$lib "$top_builddir/tests/footprint/smaps_thread" 2>&1) || {
+      fail "data_pages ($prog)" "smaps_thread failed: $smaps"; continue; }
+  fi
+  set -- $(echo "$smaps" | awk '
+    /^[0-9a-f]+-[0-9a-f]+ / { split($1, a, "-"); name = $6; perm = $2; st = a[1]; en = a[2]; next }
+    /^Rss:/ {
+      if (name ~ /libhpcmem/ && (perm == "rw-p" || (perm == "r--p" && seen_x))) data += $2
+      if (name ~ /libhpcmem/ && perm == "r-xp") seen_x = 1
+      if (name ~ /libhpcmem/ && perm == "rw-p") last = en
+      if (name == "" && st == last && last != "") { bss += $2; last = "" }
+    }
+    END { print data + 0, bss + 0 }')
+  # the r--p after the code is .rodata (0 KiB, rodata_unread) and RELRO
+  if [ "$1" -le 12 ]; then ok "data_pages ($prog)"; else fail "data_pages ($prog)" "$1 KiB of relocated data and .data resident, more than 3 pages"; fi
+  if [ "$2" -gt 0 ] && [ "$2" -le 24 ]; then ok "bss_pages ($prog)"
+  else fail "bss_pages ($prog)" "$2 KiB of .bss resident, more than 6 pages: a variable the start touches is outside src/hot-text.ld's .bss.hpcmem_start, or beside one (docs/footprint.md)"; fi
+done
+
 # libc right below libhpcmem (src/hot-text.ld, "The loader's alignment"):
 # the largest segment alignment is 1 MiB, and in most starts the C library's
 # last mapping ends where libhpcmem's first begins (the loader's cache file
