@@ -80,7 +80,8 @@ static int print_pages(void) {
     int path_at = 0;
     if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &s, &e, perm, &path_at) >= 3) {
       const char *path = path_at ? line + path_at : "";
-      if (strstr(path, "libhpcmem")) {
+      const char *slash = strrchr(path, '/');
+      if (slash && strncmp(slash + 1, "libhpcmem.so", 12) == 0) {   /* not a build directory named so */
         if (!base) base = s;
         last_end = e;
       } else if (!*path && last_end && s == last_end && !lo) {

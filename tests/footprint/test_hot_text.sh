@@ -102,12 +102,14 @@ for prog in cat thread; do
     smaps=$(env $clean_env LD_PRELOAD=$lib "$top_builddir/tests/footprint/smaps_thread" 2>&1) || {
       fail "data_pages ($prog)" "smaps_thread failed: $smaps"; continue; }
   fi
+  # libhpcmem's own mappings: its file name, not a directory of that name
   set -- $(printf '%s\n' "$smaps" | awk '
     /^[0-9a-f]+-[0-9a-f]+ / { split($1, a, "-"); name = $6; perm = $2; st = a[1]; en = a[2]; next }
     /^Rss:/ {
-      if (name ~ /libhpcmem/ && (perm == "rw-p" || (perm == "r--p" && seen_x))) data += $2
-      if (name ~ /libhpcmem/ && perm == "r-xp") seen_x = 1
-      if (name ~ /libhpcmem/ && perm == "rw-p") last = en
+      ours = name ~ /\/libhpcmem\.so[^\/]*$/
+      if (ours && (perm == "rw-p" || (perm == "r--p" && seen_x))) data += $2
+      if (ours && perm == "r-xp") seen_x = 1
+      if (ours && perm == "rw-p") last = en
       if (name == "" && st == last && last != "") { bss += $2; last = "" }
     }
     END { print data + 0, bss + 0 }')
