@@ -76,8 +76,9 @@ int _hpcmem_seg_mpi_linked(void) __attribute__((weak, visibility("hidden")));
 /* The segment (interleaved or shared) whose range holds p, or NULL. */
 static inline hpcmem_segment_t *_hpcmem_seg_holding(const void *p) {
   for (int i = HPCMEM_SEG_INTERLEAVED; i < HPCMEM_SEG_COUNT; i++) {
-    const hpcmem_seg_range_t *r = &_hpcmem_seg_range[i];
-    if ((uintptr_t)p - (uintptr_t)r->base < r->size) return &_hpcmem_segs[i];
+    /* base is stored last, with release: once it is set, size is too */
+    char *base = __atomic_load_n(&_hpcmem_seg_range[i].base, __ATOMIC_ACQUIRE);
+    if (base && (uintptr_t)p - (uintptr_t)base < _hpcmem_seg_range[i].size) return &_hpcmem_segs[i];
   }
   return NULL;
 }
