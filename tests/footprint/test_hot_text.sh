@@ -79,9 +79,10 @@ fi
 # cat, which also reallocs, and a program with a second thread that frees
 # NULL before its first malloc.  Without HPCMEM_* settings: an option set
 # writes its string (a page more).
+# nm's hexadecimal to a number (mawk has no strtonum)
+awk_hex='function hex(h,   i, n) { n = 0; h = tolower(h); for (i = 1; i <= length(h); i++) n = n * 16 + index("0123456789abcdef", substr(h, i, 1)) - 1; return n }'
 bss_expect=$(nm -n -S "$lib" | awk -v cpus="$(sed 's/.*[-,]//' /sys/devices/system/cpu/possible 2>/dev/null)" \
-                                    -v nodes="$(sed 's/.*[-,]//' /sys/devices/system/node/possible 2>/dev/null)" '
-  function hex(h,   i, n) { n = 0; h = tolower(h); for (i = 1; i <= length(h); i++) n = n * 16 + index("0123456789abcdef", substr(h, i, 1)) - 1; return n }
+                                    -v nodes="$(sed 's/.*[-,]//' /sys/devices/system/node/possible 2>/dev/null)" "$awk_hex"'
   function pages(from, len,   p) { for (p = int(from / 4096); p <= int((from + len - 1) / 4096); p++) pg[p] = 1 }
   NF == 4 && $3 ~ /^[bB]$/ {
     a = hex($1); z = hex($2)
@@ -130,8 +131,7 @@ if [ "$bss_bound" -ge 4 ]; then
     extra=""
     for pg in $(printf '%s\n' "$got" | sed -n 's/^page //p'); do
       printf '%s\n' "$bss_expect" | grep -qx "$pg" && continue
-      on=$(nm -n -S "$lib" | awk -v p="$pg" '
-        function hex(h,   i, n) { n = 0; h = tolower(h); for (i = 1; i <= length(h); i++) n = n * 16 + index("0123456789abcdef", substr(h, i, 1)) - 1; return n }
+      on=$(nm -n -S "$lib" | awk -v p="$pg" "$awk_hex"'
         NF == 4 && $3 ~ /^[bBdD]$/ { a = hex($1); z = hex($2); if (a < hex(p) + 4096 && a + z > hex(p)) printf " %s", $4 }')
       extra="$extra 0x$pg (${on# })"
     done
