@@ -14,6 +14,14 @@ hpcmem_seg_range_t _hpcmem_seg_range[HPCMEM_SEG_COUNT];
 int64_t _hpcmem_seg_other_live;
 static int forked_child;            /* this process was forked: the shared parts are the parent's */
 
+/* Where s lies, for _hpcmem_seg_holding(): size first, base last with
+ * release, so that a reader that sees the base sees the size too. */
+static void publish_range(const hpcmem_segment_t *s, char *base, size_t size) {
+  hpcmem_seg_range_t *r = &_hpcmem_seg_range[_hpcmem_seg_id(s)];
+  r->size = size;
+  __atomic_store_n(&r->base, base, __ATOMIC_RELEASE);
+}
+
 #define GRAIN ((size_t)256)           /* Sunway's interleave granule, and the tier's alignment */
 #define PART_ALIGN ((size_t)2 << 20)
 
@@ -94,8 +102,7 @@ static int make_interleaved(hpcmem_segment_t *s) {
   }
   s->own = s->tier.base;
   s->own_size = size;
-  _hpcmem_seg_range[_hpcmem_seg_id(s)].size = size;
-  __atomic_store_n(&_hpcmem_seg_range[_hpcmem_seg_id(s)].base, s->own, __ATOMIC_RELEASE);
+  publish_range(s, s->own, size);
   s->node_ranks = 1;
   set_ready(s);
   return 0;
@@ -111,9 +118,8 @@ static int run_shared(hpcmem_segment_t *s, char *base, size_t part, int node_ran
   s->node_rank = node_rank;
   s->own = own;
   s->own_size = part;
-  /* base and size last: from here _hpcmem_seg_holding() sees the segment */
-  _hpcmem_seg_range[_hpcmem_seg_id(s)].size = (size_t)node_ranks * part;
-  __atomic_store_n(&_hpcmem_seg_range[_hpcmem_seg_id(s)].base, base, __ATOMIC_RELEASE);
+  /* the range last: from here _hpcmem_seg_holding() sees the segment */
+  publish_range(s, base, (size_t)node_ranks * part);
   set_ready(s);
   return 0;
 }
