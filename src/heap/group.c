@@ -79,6 +79,8 @@ int _hpcmem_heaps_init(unsigned count, unsigned block_shift) {
     g->divmagic = UINT64_MAX / _hpcmem_class_size[c] + 1;
     g->span_mask = span - 1;
     g->limit = _hpcmem_class_limit(_hpcmem_class_size[c], span);
+    g->capacity = (uint32_t)(span / _hpcmem_class_size[c]);
+    g->order = (uint8_t)span_order(c);
   }
   for (unsigned i = 0; i < count; i++, m += mgmt) {
     hpcmem_heap_t *h = &H->heap[i];
@@ -435,15 +437,15 @@ static hpcmem_span_t *span_from_lone(hpcmem_heap_t *h, unsigned cls, unsigned or
 }
 
 static hpcmem_span_t *span_new(hpcmem_heap_t *h, unsigned cls, hpcmem_lone_t *lone) {
-  size_t size = _hpcmem_class_size[cls];
-  unsigned order = span_order(cls);
+  const hpcmem_class_geom_t *g = &_hpcmem_class_geom[cls];
+  unsigned order = g->order;
   hpcmem_span_t *s = lone ? span_from_lone(h, cls, order, lone) : NULL;
   if (!s && !(s = run_new(h, order, HPCMEM_SPAN_SMALL))) return NULL;
   s->cls = (uint8_t)cls;
-  s->obj_size = (uint32_t)size;
-  s->divmagic = UINT64_MAX / size + 1;
+  s->obj_size = _hpcmem_class_size[cls];
+  s->divmagic = g->divmagic;
   s->fast_heap = (uint16_t)h->index;
-  s->capacity = (uint32_t)(((size_t)1 << (order + _hpcmem_heaps.block_shift)) / size);
+  s->capacity = g->capacity;
   map_class(s, (uint8_t)cls);
   span_file(h, s);
   if (s->dirty) kept_trim(h);

@@ -108,12 +108,16 @@ extern HPCMEM_HIDDEN hpcmem_heaps_t _hpcmem_heaps;
  * chunk), so a pointer's offset in its span is its slice offset masked, and
  * the span record is not needed to tell an object boundary.  Entry 0 (no
  * class) has limit 0, which no offset passes.  32 bytes, as a bin: one
- * shifted class index addresses both. */
+ * shifted class index addresses both.  The last word holds what a new span
+ * of the class starts with, computed once at start (a class's first refill
+ * divided twice for it: 633 -> 609 instructions, BENCHMARKS.md session 21). */
 typedef struct hpcmem_class_geom {
   uint64_t divmagic;          /* ceil(2^64 / size) */
   uint64_t limit;             /* offset * divmagic (mod 2^64) is below this exactly at object starts */
   uint64_t span_mask;         /* span bytes - 1 (spans are at most 1 MiB) */
-  uint64_t pad_;
+  uint32_t capacity;          /* objects in a span (what a new span's record starts with) */
+  uint8_t order;              /* a span's order in datablocks */
+  uint8_t pad_[3];
 } hpcmem_class_geom_t;
 extern HPCMEM_HIDDEN hpcmem_class_geom_t _hpcmem_class_geom[HPCMEM_NCLASSES];
 

@@ -42,6 +42,33 @@ TEST(_hpcmem_class_on_boundary, exact_for_every_class_and_offset) {
   EXPECT_FALSE(_hpcmem_class_on_boundary(&_hpcmem_class_geom[0], 0));   // no class: nothing passes
 }
 
+// A new span takes its capacity, order and divisor from the class geometry
+// (computed once at start): they must be what the span's size gives, and
+// what the spans the heap makes carry.
+TEST(_hpcmem_heaps_init, class_geometry_matches_the_spans) {
+  void *p = malloc(1);
+  free(p);
+  for (unsigned c = 1; c < HPCMEM_NCLASSES; c++) {
+    const hpcmem_class_geom_t *g = &_hpcmem_class_geom[c];
+    uint64_t size = _hpcmem_class_size[c], span = g->span_mask + 1;
+    EXPECT_EQ(g->capacity, span / size) << c;
+    EXPECT_EQ((uint64_t)1 << (g->order + _hpcmem_heaps.block_shift), span) << c;
+    EXPECT_EQ(g->divmagic, UINT64_MAX / size + 1) << c;
+  }
+  for (size_t n : {24u, 200u, 3000u, 40000u}) {
+    void *q = malloc(n);
+    ASSERT_NE(q, nullptr);
+    hpcmem_span_t *s = _hpcmem_span_of(q);
+    ASSERT_NE(s, nullptr) << n;
+    const hpcmem_class_geom_t *g = &_hpcmem_class_geom[s->cls];
+    EXPECT_EQ(s->capacity, g->capacity) << n;
+    EXPECT_EQ(s->order, g->order) << n;
+    EXPECT_EQ(s->divmagic, g->divmagic) << n;
+    EXPECT_EQ(s->obj_size, _hpcmem_class_size[s->cls]) << n;
+    free(q);
+  }
+}
+
 TEST(_hpcmem_class_limit, folds_the_end_of_the_span) {
   // 48-byte objects in 64 KiB: 1365 of them; the 1366th would start at 65520 and run past the end
   hpcmem_class_geom_t g = geom(48, 65536);
