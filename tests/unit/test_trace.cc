@@ -570,26 +570,35 @@ TEST_P(TraceChained, chained_models_round_trip_exactly) {
   for (size_t i = 0; i < wants.size(); i++) { SCOPED_TRACE("thread " + std::to_string(i)); expect_same(wants[i], gots[i]); }
   auto f = file_bytes(path);
   auto blocks = event_blocks(f);
-  size_t chained = 0, models = 0, split = 0, coded = 0;
+  size_t chained = 0, models = 0, split = 0, coded = 0, plain = 0, plain_few = 0;
   for (auto &b : blocks) {
     models += (b.second.flags & HMT_BF_MODELS) != 0;
     chained += (b.second.flags & HMT_BF_CHAIN) != 0;
     split += (b.second.flags & HMT_BF_SPLIT) != 0;
     coded += b.second.codec == HMT_CODEC_MODEL && (b.second.flags & ~HMT_BF_CHAIN) == HMT_BF_M4;
+    plain += b.second.codec == HMT_CODEC_NONE;
+    plain_few += b.second.codec == HMT_CODEC_NONE && b.second.count <= 64;
   }
-  // every block's thread, codec, flags and events, said when a check below
-  // fails (one run of 19 blocks under make -j2 check had one block without
-  // the models; none in 56 runs since, 40 of them four at a time)
+  // A block of a few events goes out as plain rows: compression does not
+  // shrink it.  The writer thread makes one when it writes a thread's buffer
+  // just after the thread began (its test of a buffer's age, too_old in
+  // trace.c, reads a segment position that may be stale): beside the stress
+  // test, 6 runs of 197 had a block of 2 - 12 of the second thread's first
+  // events, and every event still came back.  At most one for each of the
+  // two threads that start.
+  EXPECT_EQ(plain, plain_few) << "only a block of a few events is not compressed";
+  EXPECT_LE(plain, 2u);
+  // every block's thread, codec, flags and events, said when a check fails
   std::string table;
   for (auto &b : blocks)
     table += " [tid " + std::to_string(b.second.tid) + " codec " + std::to_string(b.second.codec) + " flags " +
              std::to_string(b.second.flags) + " events " + std::to_string(b.second.count) + "]";
   SCOPED_TRACE("blocks:" + table);
   if (m4) {
-    EXPECT_EQ(coded, blocks.size()) << "format 1.4: every block coded under the models";
+    EXPECT_EQ(coded, blocks.size() - plain) << "format 1.4: every compressed block coded under the models";
   } else {
-    EXPECT_EQ(models, blocks.size()) << "every compressed block has the models";
-    EXPECT_EQ(split, blocks.size()) << "format 1.3: every compressed block's streams compressed one by one";
+    EXPECT_EQ(models, blocks.size() - plain) << "every compressed block has the models";
+    EXPECT_EQ(split, blocks.size() - plain) << "format 1.3: every compressed block's streams compressed one by one";
   }
   EXPECT_GE(chained, 3u);
   EXPECT_LE(chained, blocks.size() - 3) << "each thread's first block starts afresh";
