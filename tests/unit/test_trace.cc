@@ -579,6 +579,12 @@ TEST_P(TraceChained, chained_models_round_trip_exactly) {
     plain += b.second.codec == HMT_CODEC_NONE;
     plain_few += b.second.codec == HMT_CODEC_NONE && b.second.count <= 64;
   }
+  // every block's thread, codec, flags and events, said when a check fails
+  std::string table;
+  for (auto &b : blocks)
+    table += " [tid " + std::to_string(b.second.tid) + " codec " + std::to_string(b.second.codec) + " flags " +
+             std::to_string(b.second.flags) + " events " + std::to_string(b.second.count) + "]";
+  SCOPED_TRACE("blocks:" + table);
   // A block of a few events goes out as plain rows: compression does not
   // shrink it.  The writer thread makes one when it writes a thread's buffer
   // just after the thread began (its test of a buffer's age, too_old in
@@ -588,12 +594,6 @@ TEST_P(TraceChained, chained_models_round_trip_exactly) {
   // two threads that start.
   EXPECT_EQ(plain, plain_few) << "only a block of a few events is not compressed";
   EXPECT_LE(plain, 2u);
-  // every block's thread, codec, flags and events, said when a check fails
-  std::string table;
-  for (auto &b : blocks)
-    table += " [tid " + std::to_string(b.second.tid) + " codec " + std::to_string(b.second.codec) + " flags " +
-             std::to_string(b.second.flags) + " events " + std::to_string(b.second.count) + "]";
-  SCOPED_TRACE("blocks:" + table);
   if (m4) {
     EXPECT_EQ(coded, blocks.size() - plain) << "format 1.4: every compressed block coded under the models";
   } else {
