@@ -152,7 +152,7 @@ static void scavenge(hpcmem_tcache_t *t) {
       if (!_hpcmem_heap_uncarve(t->fresh[c], b->nfresh)) continue;   /* the fresh range first, then the list */
       b->nfresh = 0;
     }
-    if (b->count) _hpcmem_heap_flush(t->heap, b->head, b->count, &t->st.remote_free_count);
+    if (b->count) _hpcmem_heap_flush(t->heap, 0, b->head, b->count, &t->st.remote_free_count);   /* idle: to the spans */
     b->head = NULL;
     b->count = 0;
     b->max = bin_start(c);
@@ -224,8 +224,9 @@ hpcmem_tcache_t *_hpcmem_tcache_get(void) {
  * would otherwise pass one span back and forth at every turn. */
 static hpcmem_lone_t *lone_offer(hpcmem_tcache_t *t, unsigned cls, hpcmem_lone_t *l) {
   hpcmem_heap_t *h = t->heap;
-  if (__atomic_load_n(&h->partial[cls], __ATOMIC_RELAXED) || __atomic_load_n(&h->fresh[cls], __ATOMIC_RELAXED))
-    return NULL;                     /* a look without the lock: the class has a span */
+  if (__atomic_load_n(&h->partial[cls], __ATOMIC_RELAXED) || __atomic_load_n(&h->fresh[cls], __ATOMIC_RELAXED) ||
+      (__atomic_load_n(&h->stash_bytes, __ATOMIC_RELAXED) && __atomic_load_n(&h->stash_count[cls], __ATOMIC_RELAXED)))
+    return NULL;                     /* a look without the lock: the class has a span, or a stashed list */
   l->n = 0;
   l->taken = -1;
   for (uint64_t m = t->started & ~t->lent & ~t->kept_hot & ~((uint64_t)1 << cls); m && l->n < HPCMEM_LONE_MAX; m &= m - 1) {
@@ -297,7 +298,7 @@ void _hpcmem_tcache_flush(hpcmem_tcache_t *t, unsigned cls) {
   b->head = *(void **)cut;
   *(void **)cut = NULL;
   b->count = (uint16_t)(b->count - n);
-  _hpcmem_heap_flush(t->heap, list, n, &t->st.remote_free_count);
+  _hpcmem_heap_flush(t->heap, cls, list, n, &t->st.remote_free_count);
 }
 
 void _hpcmem_tcache_flush_all(hpcmem_tcache_t *t) {
@@ -319,7 +320,7 @@ void _hpcmem_tcache_flush_all(hpcmem_tcache_t *t) {
     b->slot = NULL;
     b->nfresh = 0;
     if (!b->count) continue;
-    _hpcmem_heap_flush(t->heap, b->head, b->count, &t->st.remote_free_count);
+    _hpcmem_heap_flush(t->heap, 0, b->head, b->count, &t->st.remote_free_count);   /* to the spans: they may empty */
     b->head = NULL;
     b->count = 0;
   }
