@@ -490,7 +490,7 @@ static void collect_remote(hpcmem_heap_t *h) {
  * first touched by the program (a malloc/free loop that does not write its
  * object costs no page fault). */
 #define REFILL_PARTS 16
-static void *stash_pop(hpcmem_heap_t *h, unsigned cls, unsigned max, unsigned *n);   /* the stash, below */
+static unsigned stash_take(hpcmem_heap_t *h, unsigned cls, hpcmem_refill_t *out, unsigned want);   /* the stash, below */
 unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, hpcmem_refill_t *out, unsigned want,
                              hpcmem_lone_t *lone) {
   struct { void *head, *tail; char *fresh; unsigned n; } part[REFILL_PARTS];
@@ -499,11 +499,7 @@ unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, hpcmem_refill_t *ou
   size_t size = _hpcmem_class_size[cls];
   _hpcmem_lock_st(&h->lock);
   if (__atomic_load_n(&h->pending, __ATOMIC_RELAXED)) collect_remote(h);
-  /* a list flushed whole (the stash, below), about the size asked for, or
-   * any one rather than untouched memory: it is all the refill takes (the
-   * end below hands out its first object, the rest is the list) */
-  if (h->stash_bytes && (head = stash_pop(h, cls, h->partial[cls] ? 2 * want + 1 : UINT16_MAX, &got)) != NULL)
-    want = 0;
+  if (h->stash_bytes && (got = stash_take(h, cls, out, want)) != 0) return got;   /* a whole list (below) */
   while (got < want && np < REFILL_PARTS) {
     hpcmem_span_t *s = h->partial[cls];
     unsigned before = got;
@@ -657,16 +653,10 @@ static void flush_groups(hpcmem_heap_t *mine, struct flush_group *g, unsigned ng
   _hpcmem_unlock_st(&mine->lock);
 }
 
-static int stash_fits(const hpcmem_heap_t *h, void *list, unsigned n);
-static int stash_push(hpcmem_heap_t *h, unsigned cls, void *list, unsigned n);
+__attribute__((noinline)) static int stash_put(hpcmem_heap_t *h, unsigned cls, void *list, unsigned n);
 
 void _hpcmem_heap_flush(hpcmem_heap_t *mine, unsigned cls, void *list, unsigned n, uint64_t *remote_count) {
-  if (cls && stash_fits(mine, list, n)) {     /* whole, into the stash (below) */
-    _hpcmem_lock_st(&mine->lock);
-    int kept = stash_push(mine, cls, list, n);
-    _hpcmem_unlock_st(&mine->lock);
-    if (kept) return;
-  }
+  if (cls && stash_put(mine, cls, list, n)) return;   /* whole, into the stash (below) */
   struct flush_group g[FLUSH_SPANS];
   unsigned ng = 0;
   while (list && n--) {
@@ -731,6 +721,19 @@ static int stash_push(hpcmem_heap_t *h, unsigned cls, void *list, unsigned n) {
   return 1;
 }
 
+/* list (n objects of class cls) whole into h's stash when it is n objects
+ * of h's slice and the stash has room: 1 kept, 0 not (the caller gives
+ * them to their spans).  Out of line, as stash_pop: only a process with
+ * many threads a cpu runs them, and the code every process runs stays
+ * within its window (docs/footprint.md, Code pages). */
+__attribute__((noinline)) static int stash_put(hpcmem_heap_t *h, unsigned cls, void *list, unsigned n) {
+  if (!stash_fits(h, list, n)) return 0;
+  _hpcmem_lock_st(&h->lock);
+  int kept = stash_push(h, cls, list, n);
+  _hpcmem_unlock_st(&h->lock);
+  return kept;
+}
+
 /* Under h's lock: the newest list of class cls when it holds at most max
  * objects (a list from a thread with a larger bin waits for one like it),
  * else NULL; *n its objects. */
@@ -742,6 +745,24 @@ static void *stash_pop(hpcmem_heap_t *h, unsigned cls, unsigned max, unsigned *n
   h->stash_count[cls] = (uint8_t)k;
   h->stash_bytes -= (uint64_t)*n * _hpcmem_class_size[cls];
   return h->stash[cls][k];
+}
+
+/* A refill's part (h locked): a list of the stash, about the size asked
+ * for, or any one rather than untouched memory, is all the refill takes.
+ * Unlocks h and returns its objects into out (its first object handed
+ * out, without the free key), or returns 0 with h still locked. */
+__attribute__((noinline)) static unsigned stash_take(hpcmem_heap_t *h, unsigned cls, hpcmem_refill_t *out, unsigned want) {
+  unsigned n = 0;
+  void *list = stash_pop(h, cls, h->partial[cls] ? 2 * want + 1 : UINT16_MAX, &n);
+  if (!list) return 0;
+  _hpcmem_unlock_st(&h->lock);
+  out->first = list;
+  out->list = next_of(list);
+  out->nlist = n - 1;
+  out->fresh = NULL;
+  out->nfresh = 0;
+  ((uint64_t *)list)[1] = 0;
+  return n;
 }
 
 /* Every list of the stash back to its spans (malloc_trim). */

@@ -1023,16 +1023,54 @@ TEST(_hpcmem_heap_check, finds_a_damaged_stashed_list) {
   EXPECT_EQ(_hpcmem_heap_check(h), 0);
 }
 
+namespace {
+// Threads that have allocated (their caches are live) and wait until the
+// object goes: with 4 of them a cpu, the live threads are enough for the
+// stash whatever the process had before.
+class LiveThreads {
+ public:
+  explicit LiveThreads(unsigned n) {
+    for (unsigned i = 0; i < n; i++)
+      threads_.emplace_back([this] {
+        free(malloc(16));
+        started_.fetch_add(1);
+        while (!done_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      });
+    while (started_.load() < n) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ~LiveThreads() {
+    done_.store(true);
+    for (auto &t : threads_) t.join();
+  }
+
+ private:
+  std::vector<std::thread> threads_;
+  std::atomic<unsigned> started_{0};
+  std::atomic<bool> done_{false};
+};
+unsigned stash_threads() { return HPCMEM_STASH_THREADS_PER_CPU * std::max(1u, _hpcmem_prim_cpus_allowed()); }
+}  // namespace
+
+TEST(_hpcmem_tcache_stash_on, follows_the_live_threads_a_cpu) {
+  free(malloc(16));
+  EXPECT_EQ(_hpcmem_tcache_stash_on(), 0) << "one thread: flushes go to the spans";
+  {
+    LiveThreads many(stash_threads());
+    EXPECT_EQ(_hpcmem_tcache_stash_on(), 1) << stash_threads() << " more live threads";
+  }
+  EXPECT_EQ(_hpcmem_tcache_stash_on(), 0) << "they exited";
+}
+
 // Through the thread caches: a producer's objects freed by a consumer of the
-// same group reach the producer's next refill as the list the consumer flushed.
-TEST(_hpcmem_tcache_flush, a_consumer_s_flush_reaches_the_producer_s_refill_whole) {
-  size_t size = 4608;                                  // a class only this test uses
-  unsigned cls = _hpcmem_size_class(size);
-  std::vector<void *> v(64);
-  for (auto &p : v) { p = malloc(size); memset(p, 7, size); }
-  hpcmem_heap_t *h = _hpcmem_tc->heap;
+// same group reach the producer's next refill as the list the consumer
+// flushed, while the threads are many a cpu; with few, the list goes to the
+// spans.
+namespace {
+// The most lists of class cls heap h's stash held while a consumer thread
+// freed v (0 when the consumer ran in another group).
+unsigned consume(std::vector<void *> &v, unsigned cls, hpcmem_heap_t *h) {
   unsigned stashed = 0;
-  std::thread([&] {                                    // the consumer
+  std::thread([&] {
     free(malloc(16));
     if (_hpcmem_tc->heap != h) return;                 // another group: remote frees, no stash
     for (auto &p : v) {
@@ -1041,11 +1079,39 @@ TEST(_hpcmem_tcache_flush, a_consumer_s_flush_reaches_the_producer_s_refill_whol
     }
     EXPECT_EQ(hpcmem_check(), 0);
   }).join();
+  return stashed;
+}
+}  // namespace
+
+TEST(_hpcmem_tcache_flush, a_consumer_s_flush_reaches_the_producer_s_refill_whole) {
+  size_t size = 4608;                                  // a class only this test uses
+  unsigned cls = _hpcmem_size_class(size);
+  std::vector<void *> v(64);
+  for (auto &p : v) { p = malloc(size); memset(p, 7, size); }
+  hpcmem_heap_t *h = _hpcmem_tc->heap;
+  unsigned stashed;
+  {
+    LiveThreads many(stash_threads());
+    ASSERT_EQ(_hpcmem_tcache_stash_on(), 1);
+    stashed = consume(v, cls, h);
+  }
   if (_hpcmem_heaps.count == 1) {
     EXPECT_GT(stashed, 0u) << "the consumer's full bin went whole into the stash";
   }
   for (auto &p : v) { p = malloc(size); ASSERT_NE(p, nullptr); memset(p, 9, size); }
   EXPECT_EQ(hpcmem_check(), 0);
   for (auto &p : v) free(p);
+  EXPECT_EQ(hpcmem_check(), 0);
+}
+
+TEST(_hpcmem_tcache_flush, goes_to_the_spans_with_few_threads_a_cpu) {
+  size_t size = 10 << 10;                              // no other test leaves one of the class stashed
+  unsigned cls = _hpcmem_size_class(size);
+  std::vector<void *> v(64);
+  for (auto &p : v) { p = malloc(size); memset(p, 7, size); }
+  hpcmem_heap_t *h = _hpcmem_tc->heap;
+  ASSERT_EQ(_hpcmem_tcache_stash_on(), 0);
+  EXPECT_EQ(consume(v, cls, h), 0u) << "the consumer's flushes went to the spans";
+  EXPECT_EQ(h->stash_count[cls], 0u);
   EXPECT_EQ(hpcmem_check(), 0);
 }
