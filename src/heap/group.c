@@ -694,7 +694,12 @@ void _hpcmem_heap_flush(hpcmem_heap_t *mine, unsigned cls, void *list, unsigned 
  * the lock, and its objects are first read where malloc hands them out
  * (the fast path fetches the next one ahead).  The objects stay counted as
  * used in their spans (a span with stashed objects does not empty);
- * malloc_trim and the checks see the stash. */
+ * malloc_trim and the checks see the stash.  (tcmalloc's transfer cache
+ * moves batches between its thread caches the same way.)  The caches flush
+ * into it only with HPCMEM_STASH_THREADS_PER_CPU live threads or more a cpu
+ * (tcache.c: with fewer, lists waited here that a span would have handed
+ * out, and the peaks grew).  Its code is out of line and outside the window
+ * of code every process runs (stash_take, stash_put). */
 #define STASH_BYTES ((uint64_t)1 << 18)
 
 /* Is list n objects of h's slice, ending in NULL?  (The caller's own bin:
