@@ -1,7 +1,7 @@
 /* Multi-thread malloc/free throughput.
  *
  *   alloc_threads --mode xfree|local --threads T [--ops 8M] [--min 8] [--max 1K]
- *                 [--live 1000] [--queue 1024] [--seed 42] [--trials 1] [--corrupt]
+ *                 [--live 1000] [--queue 1024] [--seed 42] [--trials 1] [--corrupt] [--pages]
  *
  * xfree: the threads form a ring; thread i allocates objects and hands them
  *        to thread i+1 through a single-producer single-consumer lock-free
@@ -14,6 +14,15 @@
  *
  * --trials K runs the whole measurement K times (new threads each time) and
  * reports the best.
+ *
+ * --pages yes (local mode) also says how the threads' live objects lie at the end
+ * of the churn: the 4 KiB pages one thread's objects cover (mean over the
+ * threads), and the threads whose objects share a page (mean over the
+ * pages).  One heap's spans shared by many threads show there as pages
+ * shared by threads; each thread's loop then touches more pages and cache
+ * lines than its objects need (BENCHMARKS.md, session 22).  The pages are
+ * noted inside the timed loop (one store an object), so a --pages run's
+ * times are not the benchmark's figures.
  *
  * --ops is the total number of malloc + free calls over all threads (strong
  * scaling: on a 2-core machine more threads cannot add throughput, they show
@@ -39,6 +48,7 @@ struct opts {
     uint64_t ops, min, max, live, queue, seed;
     unsigned trials;
     int corrupt;
+    int pages;
 };
 
 struct worker {
@@ -49,6 +59,7 @@ struct worker {
     pthread_barrier_t *start;
     uint64_t t_start, t_end; /* per thread: main may be descheduled at the barrier */
     uint64_t cpu_ns;         /* CPU time of the thread's loop */
+    uintptr_t *page;         /* --pages: the page of each live object at the end, or NULL */
 };
 
 static size_t size_of(const struct opts *o, uint64_t id)
@@ -153,6 +164,9 @@ static void local_loop(struct worker *w)
             bench_fail("thread %u: malloc(%zu) returned %p", w->index, n, (void *)s->p);
         bench_tag_write(s->p, n, id);
     }
+    if (w->page != NULL)
+        for (uint64_t i = 0; i < o->live; i++)
+            w->page[i] = (uintptr_t)slot[i].p >> 12;
     for (uint64_t i = 0; i < o->live; i++) {
         if (!bench_tag_ok(slot[i].p, size_of(o, slot[i].id), slot[i].id))
             bench_fail("thread %u: object %p lost its tags", w->index, (void *)slot[i].p);
@@ -195,13 +209,16 @@ static void parse(int argc, char **argv, struct opts *o)
         else if (strcmp(a, "--queue") == 0) o->queue = bench_parse_count(a, v);
         else if (strcmp(a, "--seed") == 0) o->seed = bench_parse_count(a, v);
         else if (strcmp(a, "--trials") == 0) o->trials = (unsigned)bench_parse_count(a, v);
+        else if (strcmp(a, "--pages") == 0) o->pages = bench_parse_choice(a, v, "no", "yes");
         else bench_unknown_option(a);
     }
     if (o->trials == 0 || o->trials > 100)
         bench_usage_error("--trials: 1..100");
     if (!have_mode)
         bench_usage_error("usage: %s --mode xfree|local --threads T [--ops N] [--min S] "
-                          "[--max S] [--live N] [--queue N] [--seed S] [--trials K] [--corrupt]", argv[0]);
+                          "[--max S] [--live N] [--queue N] [--seed S] [--trials K] [--corrupt] [--pages no|yes]", argv[0]);
+    if (o->pages && o->xfree)
+        bench_usage_error("--pages yes: local mode only");
     if (o->threads == 0 || o->threads > 1024)
         bench_usage_error("--threads: 1..1024");
     if (o->min == 0 || o->min > o->max || o->max > (1u << 30))
@@ -212,6 +229,37 @@ static void parse(int argc, char **argv, struct opts *o)
         bench_usage_error("--live: 1..16M");
     if (per_thread_objects(o) == 0)
         bench_usage_error("--ops: at least 2 per thread");
+}
+
+static int cmp_uintptr(const void *a, const void *b)
+{
+    uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* --pages: the pages each thread's live objects covered at the end (sorted
+ * in place), and how many threads' objects the pages held; frees the arrays. */
+static void print_pages(struct worker *w, unsigned t, uint64_t live)
+{
+    uint64_t thread_pages = 0, pages = 0, owners = 0;
+    uintptr_t *all = calloc(t * live, sizeof *all);
+    if (all == NULL)
+        bench_fail("no memory for the pages of %u threads", t);
+    for (unsigned i = 0; i < t; i++) {
+        qsort(w[i].page, live, sizeof *w[i].page, cmp_uintptr);
+        for (uint64_t k = 0; k < live; k++)
+            if (k == 0 || w[i].page[k] != w[i].page[k - 1])
+                all[thread_pages++] = w[i].page[k];     /* once per thread */
+        free(w[i].page);
+    }
+    qsort(all, thread_pages, sizeof *all, cmp_uintptr);
+    for (uint64_t k = 0; k < thread_pages; k++) {
+        owners++;
+        pages += k == 0 || all[k] != all[k - 1];
+    }
+    free(all);
+    printf("info,pages_per_thread,%.1f\n", (double)thread_pages / t);
+    printf("info,threads_per_page,%.2f\n", (double)owners / (double)pages);
 }
 
 /* One trial: fresh queues and threads; returns the wall time from the first
@@ -237,6 +285,8 @@ static uint64_t trial(const struct opts *o, uint64_t *cpu)
     for (unsigned i = 0; i < t; i++) {
         w[i] = (struct worker){ .index = i, .o = o, .out = &q[i], .in = &q[(i + t - 1) % t],
                                 .upstream = (i + t - 1) % t, .start = &start };
+        if (o->pages && (w[i].page = calloc(o->live, sizeof(uintptr_t))) == NULL)
+            bench_fail("no memory for thread %u's pages", i);
         int rc = pthread_create(&tid[i], NULL, worker_main, &w[i]);
         if (rc != 0)
             bench_fail("pthread_create: %s", strerror(rc));
@@ -249,6 +299,8 @@ static uint64_t trial(const struct opts *o, uint64_t *cpu)
         if (w[i].t_start < t0) t0 = w[i].t_start;
         if (w[i].t_end > t1) t1 = w[i].t_end;
     }
+    if (o->pages)
+        print_pages(w, t, o->live);
     for (unsigned i = 0; i < t; i++) {
         if (atomic_load(&q[i].head) != atomic_load(&q[i].tail))
             bench_fail("queue %u not drained", i);

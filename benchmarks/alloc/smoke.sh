@@ -95,12 +95,26 @@ detects churn_detects_corruption alloc_churn --live 100 --ops 100K
 detects threads_xfree_detects_corruption alloc_threads --mode xfree --threads 2 --ops 10K
 detects threads_local_detects_corruption alloc_threads --mode local --threads 2 --ops 100K --live 10
 
+# --pages yes: where two threads' live objects lie (each covers at least a
+# page; a page holds the objects of one or two threads)
+timeout 20 "$bin/alloc_threads" --mode local --threads 2 --ops 100K --live 100 --pages yes \
+  > "$tmp/out" 2> "$tmp/err" < /dev/null
+rc=$?
+pt=$(sed -n 's/^info,pages_per_thread,//p' "$tmp/out")
+tp=$(sed -n 's/^info,threads_per_page,//p' "$tmp/out")
+if [ "$rc" -ne 0 ]; then bad threads_pages "exit $rc: $(head -c 200 "$tmp/err" | tr '\n' ' ')"
+elif ! awk -v pt="$pt" -v tp="$tp" 'BEGIN { exit !(pt >= 1 && pt <= 100 && tp >= 1 && tp <= 2) }'; then
+  bad threads_pages "pages_per_thread '$pt', threads_per_page '$tp'"
+else ok threads_pages
+fi
+
 # bad options are refused (usage error 64), not run with some default
 rejected=0
 for args in "alloc_sizes --mode sideways" "alloc_sizes --mode touch --factor 1" \
             "alloc_residents --pairs 10" "alloc_residents --n 8 --max-size 8X" \
             "alloc_churn --min 0" "alloc_threads --mode xfree --threads 0" \
-            "alloc_threads --mode local --queue 3"; do
+            "alloc_threads --mode local --queue 3" "alloc_threads --mode xfree --pages yes" \
+            "alloc_threads --mode local --pages maybe"; do
   # shellcheck disable=SC2086
   "$bin"/$args > /dev/null 2>&1 < /dev/null
   rc=$?

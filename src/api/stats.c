@@ -264,7 +264,8 @@ static int stats_take(hpcmem_stats_t *out, int nowait) {
   uint64_t small_mapped = 0, small_free = 0;
   for (unsigned i = 0; i < _hpcmem_heaps.count; i++) {
     small_mapped += __atomic_load_n(&_hpcmem_heaps.heap[i].mapped_bytes, __ATOMIC_RELAXED);
-    small_free += __atomic_load_n(&_hpcmem_heaps.heap[i].free_small_bytes, __ATOMIC_RELAXED);
+    small_free += __atomic_load_n(&_hpcmem_heaps.heap[i].free_small_bytes, __ATOMIC_RELAXED) +
+                  __atomic_load_n(&_hpcmem_heaps.heap[i].stash_bytes, __ATOMIC_RELAXED);
   }
   out->mapped_bytes = small_mapped;
   out->retained_bytes += small_free;   /* the thread caches' part is in already */

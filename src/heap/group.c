@@ -490,6 +490,7 @@ static void collect_remote(hpcmem_heap_t *h) {
  * first touched by the program (a malloc/free loop that does not write its
  * object costs no page fault). */
 #define REFILL_PARTS 16
+static unsigned stash_take(hpcmem_heap_t *h, unsigned cls, hpcmem_refill_t *out, unsigned want);   /* the stash, below */
 unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, hpcmem_refill_t *out, unsigned want,
                              hpcmem_lone_t *lone) {
   struct { void *head, *tail; char *fresh; unsigned n; } part[REFILL_PARTS];
@@ -498,6 +499,7 @@ unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, hpcmem_refill_t *ou
   size_t size = _hpcmem_class_size[cls];
   _hpcmem_lock_st(&h->lock);
   if (__atomic_load_n(&h->pending, __ATOMIC_RELAXED)) collect_remote(h);
+  if (h->stash_bytes && (got = stash_take(h, cls, out, want)) != 0) return got;   /* a whole list (below) */
   while (got < want && np < REFILL_PARTS) {
     hpcmem_span_t *s = h->partial[cls];
     unsigned before = got;
@@ -622,6 +624,10 @@ int _hpcmem_span_holds_free(hpcmem_span_t *s, const void *p) {
   n = 0;
   for (void *q = __atomic_load_n(&s->remote, __ATOMIC_ACQUIRE); q && n <= s->capacity && !found; q = next_of(q), n++)
     found = q == p;
+  for (unsigned k = 0; k < h->stash_count[s->cls] && !found; k++) {
+    n = 0;
+    for (void *q = h->stash[s->cls][k]; q && n < h->stash_n[s->cls][k] && !found; q = next_of(q), n++) found = q == p;
+  }
   _hpcmem_unlock_st(&h->lock);
   return found;
 }
@@ -647,7 +653,10 @@ static void flush_groups(hpcmem_heap_t *mine, struct flush_group *g, unsigned ng
   _hpcmem_unlock_st(&mine->lock);
 }
 
-void _hpcmem_heap_flush(hpcmem_heap_t *mine, void *list, unsigned n, uint64_t *remote_count) {
+__attribute__((noinline)) static int stash_put(hpcmem_heap_t *h, unsigned cls, void *list, unsigned n);
+
+void _hpcmem_heap_flush(hpcmem_heap_t *mine, unsigned cls, void *list, unsigned n, uint64_t *remote_count) {
+  if (cls && stash_put(mine, cls, list, n)) return;   /* whole, into the stash (below) */
   struct flush_group g[FLUSH_SPANS];
   unsigned ng = 0;
   while (list && n--) {
@@ -666,6 +675,114 @@ void _hpcmem_heap_flush(hpcmem_heap_t *mine, void *list, unsigned n, uint64_t *r
     g[i].n++;
   }
   if (ng) flush_groups(mine, g, ng);
+}
+
+/* ---- the stash ----
+ *
+ * A thread cache flushes half a bin when it runs full, and a refill takes
+ * half a bin when it runs empty.  Through the spans, both cost a walk of
+ * the objects: the flush looks up each object's span and splices it back,
+ * the refill pops the objects one by one from a span's free list.  Where
+ * threads of one group allocate and free at the same time (16 threads on
+ * the two cpus of one heap; a producer and its consumer), those walks ran
+ * under the heap's lock and missed the cache on every span record and
+ * object the other cpu had written last (alloc_threads --mode local
+ * --threads 16: 7.5 % of the run in the refill, two thirds of it on two
+ * loads).  So a flushed list that is all of the heap's own slice is kept
+ * whole, up to HPCMEM_STASH lists of each class and STASH_BYTES in all, and
+ * a refill of its class takes it back whole: one store and one load under
+ * the lock, and its objects are first read where malloc hands them out
+ * (the fast path fetches the next one ahead).  The objects stay counted as
+ * used in their spans (a span with stashed objects does not empty);
+ * malloc_trim and the checks see the stash.  (tcmalloc's transfer cache
+ * moves batches between its thread caches the same way.)  The caches flush
+ * into it only with HPCMEM_STASH_THREADS_PER_CPU live threads or more a cpu
+ * (tcache.c: with fewer, lists waited here that a span would have handed
+ * out, and the peaks grew).  Its code is out of line and outside the window
+ * of code every process runs (stash_take, stash_put). */
+#define STASH_BYTES ((uint64_t)1 << 18)
+
+/* Is list n objects of h's slice, ending in NULL?  (The caller's own bin:
+ * its objects were freed by this thread, so the walk reads its cache.) */
+static int stash_fits(const hpcmem_heap_t *h, void *list, unsigned n) {
+  if (!n || n > UINT16_MAX) return 0;
+  for (unsigned i = 0; i < n; i++) {
+    if (!list || (uintptr_t)list - (uintptr_t)h->base >= SLICE) return 0;
+    list = next_of(list);
+  }
+  return list == NULL;
+}
+
+/* Under h's lock: list (n objects of class cls, stash_fits) into the stash
+ * when it has room; 1 taken, 0 not. */
+static int stash_push(hpcmem_heap_t *h, unsigned cls, void *list, unsigned n) {
+  unsigned k = h->stash_count[cls];
+  uint64_t bytes = (uint64_t)n * _hpcmem_class_size[cls];
+  if (k == HPCMEM_STASH || h->stash_bytes + bytes > STASH_BYTES) return 0;
+  h->stash[cls][k] = list;
+  h->stash_n[cls][k] = (uint16_t)n;
+  h->stash_count[cls] = (uint8_t)(k + 1);
+  h->stash_bytes += bytes;
+  return 1;
+}
+
+/* list (n objects of class cls) whole into h's stash when it is n objects
+ * of h's slice and the stash has room: 1 kept, 0 not (the caller gives
+ * them to their spans).  Out of line, as stash_pop: only a process with
+ * many threads a cpu runs them, and the code every process runs stays
+ * within its window (docs/footprint.md, Code pages). */
+__attribute__((noinline)) static int stash_put(hpcmem_heap_t *h, unsigned cls, void *list, unsigned n) {
+  if (!stash_fits(h, list, n)) return 0;
+  _hpcmem_lock_st(&h->lock);
+  int kept = stash_push(h, cls, list, n);
+  _hpcmem_unlock_st(&h->lock);
+  return kept;
+}
+
+/* Under h's lock: the newest list of class cls when it holds at most max
+ * objects (a list from a thread with a larger bin waits for one like it),
+ * else NULL; *n its objects. */
+static void *stash_pop(hpcmem_heap_t *h, unsigned cls, unsigned max, unsigned *n) {
+  unsigned k = h->stash_count[cls];
+  if (!k || h->stash_n[cls][k - 1] > max) return NULL;
+  k--;
+  *n = h->stash_n[cls][k];
+  h->stash_count[cls] = (uint8_t)k;
+  h->stash_bytes -= (uint64_t)*n * _hpcmem_class_size[cls];
+  return h->stash[cls][k];
+}
+
+/* A refill's part (h locked): a list of the stash, about the size asked
+ * for, or any one rather than untouched memory, is all the refill takes.
+ * Unlocks h and returns its objects into out (its first object handed
+ * out, without the free key), or returns 0 with h still locked. */
+__attribute__((noinline)) static unsigned stash_take(hpcmem_heap_t *h, unsigned cls, hpcmem_refill_t *out, unsigned want) {
+  unsigned n = 0;
+  void *list = stash_pop(h, cls, h->partial[cls] ? 2 * want + 1 : UINT16_MAX, &n);
+  if (!list) return 0;
+  _hpcmem_unlock_st(&h->lock);
+  out->first = list;
+  out->list = next_of(list);
+  out->nlist = n - 1;
+  out->fresh = NULL;
+  out->nfresh = 0;
+  ((uint64_t *)list)[1] = 0;
+  return n;
+}
+
+/* Every list of the stash back to its spans (malloc_trim). */
+static void stash_drain(hpcmem_heap_t *h) {
+  for (unsigned c = 1; c < HPCMEM_NCLASSES; c++) {
+    for (;;) {
+      unsigned n = 0;
+      uint64_t remote = 0;
+      _hpcmem_lock_st(&h->lock);
+      void *list = stash_pop(h, c, UINT16_MAX, &n);
+      _hpcmem_unlock_st(&h->lock);
+      if (!list) break;
+      _hpcmem_heap_flush(h, 0, list, n, &remote);   /* class 0: to the spans */
+    }
+  }
 }
 
 /* ---- direct runs ---- */
@@ -692,6 +809,7 @@ int _hpcmem_heap_run_free(hpcmem_span_t *s, void *p) {
 /* ---- malloc_trim ---- */
 
 uint64_t _hpcmem_heap_trim(hpcmem_heap_t *h) {
+  stash_drain(h);                  /* its objects back in their spans, which may then be empty */
   _hpcmem_lock_st(&h->lock);
   uint64_t mapped = h->mapped_bytes;
   if (__atomic_load_n(&h->pending, __ATOMIC_RELAXED)) collect_remote(h);   /* may release spans */
@@ -715,6 +833,7 @@ uint64_t _hpcmem_heap_free_objects(hpcmem_heap_t *h, unsigned cls) {
   uint64_t n = 0;
   _hpcmem_lock_st(&h->lock);
   for (const hpcmem_span_t *s = h->partial[cls]; s; s = s->next) n += s->bump - s->used - hole_n(s);
+  for (unsigned k = 0; k < h->stash_count[cls]; k++) n += h->stash_n[cls][k];
   _hpcmem_unlock_st(&h->lock);
   return n;
 }
@@ -754,6 +873,42 @@ static int64_t check_span(hpcmem_heap_t *h, hpcmem_span_t *s, unsigned c, unsign
     bad = 1;
   }
   return bad ? -1 : (int64_t)nfree * s->obj_size;
+}
+
+/* The stash (lock held): every list is as long as recorded and ends in
+ * NULL, its objects are objects of a span of its class in h, handed out and
+ * carrying the free key; the bytes add up.  0 or -1 after a warning. */
+static int check_stash(hpcmem_heap_t *h) {
+  uint64_t bytes = 0;
+  for (unsigned c = 1; c < HPCMEM_NCLASSES; c++) {
+    if (h->stash_count[c] > HPCMEM_STASH) {
+      _hpcmem_warn("heap %u: %u stashed lists of class %u", h->index, h->stash_count[c], c);
+      return -1;
+    }
+    for (unsigned k = 0; k < h->stash_count[c]; k++) {
+      void *p = h->stash[c][k];
+      for (unsigned i = 0; i < h->stash_n[c][k]; i++, p = next_of(p)) {
+        hpcmem_span_t *s = p ? _hpcmem_span_of(p) : NULL;
+        if (!s || s->kind != HPCMEM_SPAN_SMALL || s->heap != h->index || s->cls != c || !_hpcmem_span_is_object(s, p) ||
+            ((uint64_t *)p)[1] != _hpcmem_free_key) {
+          _hpcmem_warn("heap %u: stashed list %u of class %u holds %p (object %u of %u): not a free object of the class",
+                       h->index, k, c, p, i, h->stash_n[c][k]);
+          return -1;
+        }
+      }
+      if (p) {
+        _hpcmem_warn("heap %u: stashed list %u of class %u runs past its %u objects", h->index, k, c, h->stash_n[c][k]);
+        return -1;
+      }
+      bytes += (uint64_t)h->stash_n[c][k] * _hpcmem_class_size[c];
+    }
+  }
+  if (bytes != h->stash_bytes) {
+    _hpcmem_warn("heap %u: %llu bytes stashed, %llu counted", h->index, (unsigned long long)bytes,
+                 (unsigned long long)h->stash_bytes);
+    return -1;
+  }
+  return 0;
 }
 
 int _hpcmem_heap_check(hpcmem_heap_t *h) {
@@ -797,6 +952,7 @@ int _hpcmem_heap_check(hpcmem_heap_t *h) {
                  (unsigned long long)kept_bytes, (unsigned long long)h->empty_bytes);
     rc = -EFAULT;
   }
+  if (check_stash(h) < 0) rc = -EFAULT;
   if (free_bytes != h->free_small_bytes && !__atomic_load_n(&h->pending, __ATOMIC_RELAXED) && rc == 0) {
     _hpcmem_warn("heap %u: %llu free bytes in spans, %llu counted", h->index,
                  (unsigned long long)free_bytes, (unsigned long long)h->free_small_bytes);

@@ -30,6 +30,8 @@
 #define HPCMEM_CHUNK_SHIFT 16          /* class map and chunk map granularity: spans are at least this
                                           big and aligned */
 
+#define HPCMEM_STASH 4                 /* chains a heap keeps of each class (group.c: the stash) */
+
 enum { HPCMEM_SPAN_SMALL = 1, HPCMEM_SPAN_RUN = 2 };
 
 typedef struct hpcmem_span {
@@ -78,6 +80,13 @@ typedef struct hpcmem_heap {
   uint64_t empty_bytes;                      /* bytes of empty spans kept (group.c: empty_budget) */
   hpcmem_span_t *kept_head, *kept_tail;      /* spans kept empty, oldest first */
   uint64_t dirty_bytes;                      /* pages of taken-over spans beyond their carving (group.c) */
+  /* The stash (group.c): chains of objects that thread caches flushed,
+   * kept whole for the next refill of their class.  Last: a heap that no
+   * cache ever flushed into does not touch its pages. */
+  uint64_t stash_bytes;                      /* bytes of all chains (retained, free) */
+  uint8_t stash_count[HPCMEM_NCLASSES];      /* chains of each class */
+  uint16_t stash_n[HPCMEM_NCLASSES][HPCMEM_STASH];
+  void *stash[HPCMEM_NCLASSES][HPCMEM_STASH];
 } hpcmem_heap_t;
 
 typedef struct hpcmem_heaps {
@@ -200,8 +209,10 @@ unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, hpcmem_refill_t *ou
  * caller writes the objects onto a list). */
 int _hpcmem_heap_uncarve(char *fresh, unsigned n);
 /* Give back n objects linked through their first word (any spans, any heaps):
- * those of heap `mine` under its lock, the others onto remote lists. */
-void _hpcmem_heap_flush(hpcmem_heap_t *mine, void *list, unsigned n, uint64_t *remote_count);
+ * those of heap `mine` under its lock, the others onto remote lists.  When
+ * cls is their class (0: not known) and the list is n objects of mine's
+ * slice ending in NULL, it may go whole into mine's stash (group.c). */
+void _hpcmem_heap_flush(hpcmem_heap_t *mine, unsigned cls, void *list, unsigned n, uint64_t *remote_count);
 /* Push one object of span s onto its remote list (no lock); it gets the free key. */
 void _hpcmem_span_remote_free(hpcmem_span_t *s, void *p);
 /* Is p on span s's free list or remote list?  (Takes the owner's lock.) */

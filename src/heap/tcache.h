@@ -201,8 +201,13 @@ static inline int _hpcmem_bin_give(hpcmem_bin_t *b, void *p, uint64_t key) {
   _hpcmem_bin_link(b, p, key);
   return 0;
 }
-/* Flush half of bin cls back to the heaps. */
+/* Flush half of bin cls back to the heaps (whole into the heap's stash
+ * while _hpcmem_tcache_stash_on()). */
 void _hpcmem_tcache_flush(hpcmem_tcache_t *t, unsigned cls);
+/* Whether full bins flush into the heap's stash now (group.c): from
+ * HPCMEM_STASH_THREADS_PER_CPU live threads a cpu on (tcache.c). */
+#define HPCMEM_STASH_THREADS_PER_CPU 4
+int _hpcmem_tcache_stash_on(void);
 /* Give everything back (thread exit); the cache stays usable. */
 void _hpcmem_tcache_flush_all(hpcmem_tcache_t *t);
 /* The pending free (see pend) into its bin; flush_all does it first. */

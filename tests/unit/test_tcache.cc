@@ -38,7 +38,7 @@ void give_back(hpcmem_heap_t *h, std::vector<void *> objs) {
     list = p;
   }
   uint64_t remote = 0;
-  _hpcmem_heap_flush(h, list, (unsigned)objs.size(), &remote);
+  _hpcmem_heap_flush(h, 0, list, (unsigned)objs.size(), &remote);
 }
 
 // Every object of a refill: first, the list, the fresh range.
@@ -887,4 +887,231 @@ TEST(_hpcmem_tcache_trim, empties_the_bins_and_starts_them_small) {
     free(p);
     EXPECT_EQ(hpcmem_check(), 0);
   }).join();
+}
+
+// The stash (src/heap/group.c): a flushed list of one class, all of the
+// heap's slice, is kept whole and handed to the class's next refill whole.
+namespace {
+// objs linked as a cache's flush links them (first word, free key), NULL at the end.
+void *linked(const std::vector<void *> &objs) {
+  void *list = nullptr;
+  for (size_t i = objs.size(); i-- > 0;) {
+    *(void **)objs[i] = list;
+    ((uint64_t *)objs[i])[1] = _hpcmem_free_key;
+    list = objs[i];
+  }
+  return list;
+}
+// Heap 0 with nothing in its stash (earlier tests' caches flushed into it;
+// malloc_trim's part gives it back to the spans).
+hpcmem_heap_t *stash_emptied() {
+  hpcmem_heap_t *h = heap0();
+  (void)_hpcmem_heap_trim(h);
+  return h;
+}
+}  // namespace
+
+TEST(_hpcmem_heap_flush, keeps_a_whole_list_for_the_next_refill_of_its_class) {
+  hpcmem_heap_t *h = stash_emptied();
+  unsigned cls = _hpcmem_size_class(20 << 10);        // a class only this test uses
+  size_t size = _hpcmem_class_size[cls];
+  hpcmem_refill_t r;
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 6, nullptr), 6u);
+  std::vector<void *> xs = objects_of(r, size);
+  hpcmem_span_t *s = _hpcmem_span_of(xs[0]);
+  uint64_t before = h->stash_bytes, remote = 0;
+  _hpcmem_heap_flush(h, cls, linked(xs), 6, &remote);
+  ASSERT_EQ(h->stash_count[cls], 1u);
+  EXPECT_EQ(h->stash_n[cls][0], 6u);
+  EXPECT_EQ(h->stash_bytes, before + 6 * size);
+  EXPECT_EQ(s->used, 6u) << "stashed objects stay counted as out of their span";
+  EXPECT_EQ(_hpcmem_heap_free_objects(h, cls), 6u);
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+  hpcmem_stats_t st;
+  hpcmem_stats(&st);
+  EXPECT_GE(st.retained_bytes, 6 * size) << "stashed bytes are retained, free bytes";
+
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 3, nullptr), 6u) << "the list comes back whole";
+  EXPECT_EQ(r.first, xs[0]);
+  EXPECT_EQ(((uint64_t *)r.first)[1], 0u) << "the object handed out does not carry the free key";
+  EXPECT_EQ(r.nlist, 5u);
+  EXPECT_EQ(r.nfresh, 0u);
+  EXPECT_EQ(objects_of(r, size), xs);
+  EXPECT_EQ(h->stash_count[cls], 0u);
+  EXPECT_EQ(h->stash_bytes, before);
+  EXPECT_EQ(s->used, 6u);
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+  give_back(h, xs);                                    // to the spans (class 0: not stashed)
+  EXPECT_EQ(s->used, 0u);
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+}
+
+// A list longer than it says, or one the stash has no room for, goes to the spans.
+TEST(_hpcmem_heap_flush, a_list_that_does_not_end_where_it_says_goes_to_the_spans) {
+  hpcmem_heap_t *h = stash_emptied();
+  unsigned cls = _hpcmem_size_class(2048);            // a class only this test uses
+  size_t size = _hpcmem_class_size[cls];
+  hpcmem_refill_t r;
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 3, nullptr), 3u);
+  std::vector<void *> xs = objects_of(r, size);
+  hpcmem_span_t *s = _hpcmem_span_of(xs[0]);
+  uint64_t remote = 0;
+  _hpcmem_heap_flush(h, cls, linked(xs), 2, &remote);  // three linked, two given
+  EXPECT_EQ(h->stash_count[cls], 0u);
+  EXPECT_EQ(s->used, 1u) << "the two given went back to their span";
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+  give_back(h, {xs[2]});
+  // more lists than the stash keeps of a class: the rest go to the spans
+  std::vector<std::vector<void *>> lists;
+  for (unsigned k = 0; k <= HPCMEM_STASH; k++) {
+    ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, nullptr), 1u);
+    lists.push_back({r.first});
+  }
+  for (auto &l : lists) _hpcmem_heap_flush(h, cls, linked(l), 1, &remote);
+  EXPECT_EQ(h->stash_count[cls], (unsigned)HPCMEM_STASH);
+  EXPECT_GE(_hpcmem_heap_free_objects(h, cls), HPCMEM_STASH + 1u) << "the stash's and the one in its span";
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+  (void)_hpcmem_heap_trim(h);                          // malloc_trim gives the stash back to the spans
+  EXPECT_EQ(h->stash_count[cls], 0u);
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+}
+
+TEST(_hpcmem_span_holds_free, finds_an_object_of_a_stashed_list) {
+  hpcmem_heap_t *h = stash_emptied();
+  unsigned cls = _hpcmem_size_class(6 << 10);         // a class only this test uses
+  size_t size = _hpcmem_class_size[cls];
+  hpcmem_refill_t r;
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 5, nullptr), 5u);
+  std::vector<void *> xs = objects_of(r, size);
+  hpcmem_span_t *s = _hpcmem_span_of(xs[0]);
+  uint64_t remote = 0;
+  _hpcmem_heap_flush(h, cls, linked({xs[0], xs[1], xs[2], xs[3]}), 4, &remote);
+  ASSERT_EQ(h->stash_count[cls], 1u);
+  EXPECT_EQ(_hpcmem_span_holds_free(s, xs[2]), 1) << "a second free of a stashed object is a double free";
+  EXPECT_EQ(_hpcmem_span_holds_free(s, xs[4]), 0) << "a live object is not free";
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 2, nullptr), 4u);
+  EXPECT_EQ(_hpcmem_span_holds_free(s, xs[2]), 0) << "handed out again";
+  std::vector<void *> back = objects_of(r, size);
+  back.push_back(xs[4]);
+  give_back(h, back);
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+}
+
+TEST(_hpcmem_heap_check, finds_a_damaged_stashed_list) {
+  hpcmem_heap_t *h = stash_emptied();
+  unsigned cls = _hpcmem_size_class(20 << 10);
+  size_t size = _hpcmem_class_size[cls];
+  hpcmem_refill_t r;
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 3, nullptr), 3u);
+  std::vector<void *> xs = objects_of(r, size);
+  uint64_t remote = 0;
+  _hpcmem_heap_flush(h, cls, linked(xs), 3, &remote);
+  ASSERT_EQ(h->stash_count[cls], 1u);
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+  ((uint64_t *)xs[1])[1] = 0;                          // an object that looks handed out
+  EXPECT_EQ(_hpcmem_heap_check(h), -EFAULT);
+  ((uint64_t *)xs[1])[1] = _hpcmem_free_key;
+  h->stash_n[cls][0] = 2;                              // the list runs past its count
+  EXPECT_EQ(_hpcmem_heap_check(h), -EFAULT);
+  h->stash_n[cls][0] = 3;
+  h->stash_bytes += size;                              // the bytes do not add up
+  EXPECT_EQ(_hpcmem_heap_check(h), -EFAULT);
+  h->stash_bytes -= size;
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, nullptr), 3u) << "no span has a free object: any list";
+  give_back(h, objects_of(r, size));
+  EXPECT_EQ(_hpcmem_heap_check(h), 0);
+}
+
+namespace {
+// Threads that have allocated (their caches are live) and wait until the
+// object goes: with 4 of them a cpu, the live threads are enough for the
+// stash whatever the process had before.
+class LiveThreads {
+ public:
+  explicit LiveThreads(unsigned n) {
+    for (unsigned i = 0; i < n; i++)
+      threads_.emplace_back([this] {
+        free(malloc(16));
+        started_.fetch_add(1);
+        while (!done_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      });
+    while (started_.load() < n) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ~LiveThreads() {
+    done_.store(true);
+    for (auto &t : threads_) t.join();
+  }
+
+ private:
+  std::vector<std::thread> threads_;
+  std::atomic<unsigned> started_{0};
+  std::atomic<bool> done_{false};
+};
+unsigned stash_threads() { return HPCMEM_STASH_THREADS_PER_CPU * std::max(1u, _hpcmem_prim_cpus_allowed()); }
+}  // namespace
+
+TEST(_hpcmem_tcache_stash_on, follows_the_live_threads_a_cpu) {
+  free(malloc(16));
+  EXPECT_EQ(_hpcmem_tcache_stash_on(), 0) << "one thread: flushes go to the spans";
+  {
+    LiveThreads many(stash_threads());
+    EXPECT_EQ(_hpcmem_tcache_stash_on(), 1) << stash_threads() << " more live threads";
+  }
+  EXPECT_EQ(_hpcmem_tcache_stash_on(), 0) << "they exited";
+}
+
+// Through the thread caches: a producer's objects freed by a consumer of the
+// same group reach the producer's next refill as the list the consumer
+// flushed, while the threads are many a cpu; with few, the list goes to the
+// spans.
+namespace {
+// The most lists of class cls heap h's stash held while a consumer thread
+// freed v (0 when the consumer ran in another group).
+unsigned consume(std::vector<void *> &v, unsigned cls, hpcmem_heap_t *h) {
+  unsigned stashed = 0;
+  std::thread([&] {
+    free(malloc(16));
+    if (_hpcmem_tc->heap != h) return;                 // another group: remote frees, no stash
+    for (auto &p : v) {
+      free(p);
+      stashed = h->stash_count[cls] > stashed ? h->stash_count[cls] : stashed;
+    }
+    EXPECT_EQ(hpcmem_check(), 0);
+  }).join();
+  return stashed;
+}
+}  // namespace
+
+TEST(_hpcmem_tcache_flush, a_consumer_s_flush_reaches_the_producer_s_refill_whole) {
+  size_t size = 4608;                                  // a class only this test uses
+  unsigned cls = _hpcmem_size_class(size);
+  std::vector<void *> v(64);
+  for (auto &p : v) { p = malloc(size); memset(p, 7, size); }
+  hpcmem_heap_t *h = _hpcmem_tc->heap;
+  unsigned stashed;
+  {
+    LiveThreads many(stash_threads());
+    ASSERT_EQ(_hpcmem_tcache_stash_on(), 1);
+    stashed = consume(v, cls, h);
+  }
+  if (_hpcmem_heaps.count == 1) {
+    EXPECT_GT(stashed, 0u) << "the consumer's full bin went whole into the stash";
+  }
+  for (auto &p : v) { p = malloc(size); ASSERT_NE(p, nullptr); memset(p, 9, size); }
+  EXPECT_EQ(hpcmem_check(), 0);
+  for (auto &p : v) free(p);
+  EXPECT_EQ(hpcmem_check(), 0);
+}
+
+TEST(_hpcmem_tcache_flush, goes_to_the_spans_with_few_threads_a_cpu) {
+  size_t size = 10 << 10;                              // no other test leaves one of the class stashed
+  unsigned cls = _hpcmem_size_class(size);
+  std::vector<void *> v(64);
+  for (auto &p : v) { p = malloc(size); memset(p, 7, size); }
+  hpcmem_heap_t *h = _hpcmem_tc->heap;
+  ASSERT_EQ(_hpcmem_tcache_stash_on(), 0);
+  EXPECT_EQ(consume(v, cls, h), 0u) << "the consumer's flushes went to the spans";
+  EXPECT_EQ(h->stash_count[cls], 0u);
+  EXPECT_EQ(hpcmem_check(), 0);
 }
