@@ -902,6 +902,13 @@ void *linked(const std::vector<void *> &objs) {
   }
   return list;
 }
+// n objects of class cls, refilled from h (nothing of the class is free:
+// exactly n), in the order objects_of gives them.
+std::vector<void *> taken(hpcmem_heap_t *h, unsigned cls, unsigned n) {
+  hpcmem_refill_t r;
+  EXPECT_EQ(_hpcmem_heap_refill(h, cls, &r, n, nullptr), n);
+  return objects_of(r, _hpcmem_class_size[cls]);
+}
 // Heap 0 with nothing in its stash (earlier tests' caches flushed into it;
 // malloc_trim's part gives it back to the spans).
 hpcmem_heap_t *stash_emptied() {
@@ -916,8 +923,7 @@ TEST(_hpcmem_heap_flush, keeps_a_whole_list_for_the_next_refill_of_its_class) {
   unsigned cls = _hpcmem_size_class(20 << 10);        // a class only this test uses
   size_t size = _hpcmem_class_size[cls];
   hpcmem_refill_t r;
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 6, nullptr), 6u);
-  std::vector<void *> xs = objects_of(r, size);
+  std::vector<void *> xs = taken(h, cls, 6);
   hpcmem_span_t *s = _hpcmem_span_of(xs[0]);
   uint64_t before = h->stash_bytes, remote = 0;
   _hpcmem_heap_flush(h, cls, linked(xs), 6, &remote);
@@ -950,10 +956,8 @@ TEST(_hpcmem_heap_flush, keeps_a_whole_list_for_the_next_refill_of_its_class) {
 TEST(_hpcmem_heap_flush, a_list_that_does_not_end_where_it_says_goes_to_the_spans) {
   hpcmem_heap_t *h = stash_emptied();
   unsigned cls = _hpcmem_size_class(2048);            // a class only this test uses
-  size_t size = _hpcmem_class_size[cls];
   hpcmem_refill_t r;
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 3, nullptr), 3u);
-  std::vector<void *> xs = objects_of(r, size);
+  std::vector<void *> xs = taken(h, cls, 3);
   hpcmem_span_t *s = _hpcmem_span_of(xs[0]);
   uint64_t remote = 0;
   _hpcmem_heap_flush(h, cls, linked(xs), 2, &remote);  // three linked, two given
@@ -981,8 +985,7 @@ TEST(_hpcmem_span_holds_free, finds_an_object_of_a_stashed_list) {
   unsigned cls = _hpcmem_size_class(6 << 10);         // a class only this test uses
   size_t size = _hpcmem_class_size[cls];
   hpcmem_refill_t r;
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 5, nullptr), 5u);
-  std::vector<void *> xs = objects_of(r, size);
+  std::vector<void *> xs = taken(h, cls, 5);
   hpcmem_span_t *s = _hpcmem_span_of(xs[0]);
   uint64_t remote = 0;
   _hpcmem_heap_flush(h, cls, linked({xs[0], xs[1], xs[2], xs[3]}), 4, &remote);
@@ -1002,8 +1005,7 @@ TEST(_hpcmem_heap_check, finds_a_damaged_stashed_list) {
   unsigned cls = _hpcmem_size_class(20 << 10);
   size_t size = _hpcmem_class_size[cls];
   hpcmem_refill_t r;
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 3, nullptr), 3u);
-  std::vector<void *> xs = objects_of(r, size);
+  std::vector<void *> xs = taken(h, cls, 3);
   uint64_t remote = 0;
   _hpcmem_heap_flush(h, cls, linked(xs), 3, &remote);
   ASSERT_EQ(h->stash_count[cls], 1u);
