@@ -1,7 +1,7 @@
 /* Multi-thread malloc/free throughput.
  *
  *   alloc_threads --mode xfree|local --threads T [--ops 8M] [--min 8] [--max 1K]
- *                 [--live 1000] [--queue 1024] [--seed 42] [--trials 1] [--corrupt] [--pages]
+ *                 [--live 1000] [--queue 1024] [--seed 42] [--trials 1] [--corrupt] [--pages no|yes]
  *
  * xfree: the threads form a ring; thread i allocates objects and hands them
  *        to thread i+1 through a single-producer single-consumer lock-free
@@ -15,10 +15,10 @@
  * --trials K runs the whole measurement K times (new threads each time) and
  * reports the best.
  *
- * --pages yes (local mode) also says how the threads' live objects lie at the end
- * of the churn: the 4 KiB pages one thread's objects cover (mean over the
- * threads), and the threads whose objects share a page (mean over the
- * pages).  One heap's spans shared by many threads show there as pages
+ * --pages yes (local mode) also says, for each trial, how the threads' live
+ * objects lie at the end of the churn: the 4 KiB pages one thread's objects
+ * start on (mean over the threads), and the threads whose objects start on
+ * a page (mean over the pages).  One heap's spans shared by many threads show there as pages
  * shared by threads; each thread's loop then touches more pages and cache
  * lines than its objects need (BENCHMARKS.md, session 22).  The pages are
  * noted inside the timed loop (one store an object), so a --pages run's
@@ -237,11 +237,12 @@ static int cmp_uintptr(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* --pages: the pages each thread's live objects covered at the end (sorted
- * in place), and how many threads' objects the pages held; frees the arrays. */
+/* --pages: the pages each thread's live objects started on at the end
+ * (sorted in place), and how many threads' objects the pages held; frees
+ * the arrays. */
 static void print_pages(struct worker *w, unsigned t, uint64_t live)
 {
-    uint64_t thread_pages = 0, pages = 0, owners = 0;
+    uint64_t thread_pages = 0, pages = 0;
     uintptr_t *all = calloc(t * live, sizeof *all);
     if (all == NULL)
         bench_fail("no memory for the pages of %u threads", t);
@@ -253,13 +254,11 @@ static void print_pages(struct worker *w, unsigned t, uint64_t live)
         free(w[i].page);
     }
     qsort(all, thread_pages, sizeof *all, cmp_uintptr);
-    for (uint64_t k = 0; k < thread_pages; k++) {
-        owners++;
+    for (uint64_t k = 0; k < thread_pages; k++)
         pages += k == 0 || all[k] != all[k - 1];
-    }
     free(all);
     printf("info,pages_per_thread,%.1f\n", (double)thread_pages / t);
-    printf("info,threads_per_page,%.2f\n", (double)owners / (double)pages);
+    printf("info,threads_per_page,%.2f\n", (double)thread_pages / (double)pages);   /* a (thread, page) pair each */
 }
 
 /* One trial: fresh queues and threads; returns the wall time from the first

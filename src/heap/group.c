@@ -739,21 +739,29 @@ __attribute__((noinline)) static int stash_put(hpcmem_heap_t *h, unsigned cls, v
   return kept;
 }
 
-/* Under h's lock: the newest list of class cls when it holds at most max
- * objects (a list from a thread with a larger bin waits for one like it),
- * else NULL; *n its objects. */
+/* Under h's lock: the newest list of class cls that holds at most max
+ * objects (a list from a thread with a larger bin waits for one like it;
+ * the lists after it move down), else NULL; *n its objects. */
 static void *stash_pop(hpcmem_heap_t *h, unsigned cls, unsigned max, unsigned *n) {
   unsigned k = h->stash_count[cls];
-  if (!k || h->stash_n[cls][k - 1] > max) return NULL;
-  k--;
-  *n = h->stash_n[cls][k];
-  h->stash_count[cls] = (uint8_t)k;
-  h->stash_bytes -= (uint64_t)*n * _hpcmem_class_size[cls];
-  return h->stash[cls][k];
+  while (k-- > 0) {
+    if (h->stash_n[cls][k] > max) continue;
+    void *list = h->stash[cls][k];
+    *n = h->stash_n[cls][k];
+    for (unsigned j = k + 1; j < h->stash_count[cls]; j++) {
+      h->stash[cls][j - 1] = h->stash[cls][j];
+      h->stash_n[cls][j - 1] = h->stash_n[cls][j];
+    }
+    h->stash_count[cls]--;
+    h->stash_bytes -= (uint64_t)*n * _hpcmem_class_size[cls];
+    return list;
+  }
+  return NULL;
 }
 
 /* A refill's part (h locked): a list of the stash, about the size asked
- * for, or any one rather than untouched memory, is all the refill takes.
+ * for, or any one rather than untouched memory (the bin may then hold more
+ * than its room: its next free flushes), is all the refill takes.
  * Unlocks h and returns its objects into out (its first object handed
  * out, without the free key), or returns 0 with h still locked. */
 __attribute__((noinline)) static unsigned stash_take(hpcmem_heap_t *h, unsigned cls, hpcmem_refill_t *out, unsigned want) {
@@ -770,10 +778,13 @@ __attribute__((noinline)) static unsigned stash_take(hpcmem_heap_t *h, unsigned 
   return n;
 }
 
-/* Every list of the stash back to its spans (malloc_trim). */
-static void stash_drain(hpcmem_heap_t *h) {
+/* The stash's lists back to their spans (malloc_trim; the last thread
+ * above the stash's threshold exited): those there when it starts
+ * (HPCMEM_STASH a class; threads may stash others meanwhile). */
+void _hpcmem_heap_stash_drain(hpcmem_heap_t *h) {
+  if (!__atomic_load_n(&h->stash_bytes, __ATOMIC_RELAXED)) return;
   for (unsigned c = 1; c < HPCMEM_NCLASSES; c++) {
-    for (;;) {
+    for (unsigned k = 0; k < HPCMEM_STASH; k++) {
       unsigned n = 0;
       uint64_t remote = 0;
       _hpcmem_lock_st(&h->lock);
@@ -809,7 +820,7 @@ int _hpcmem_heap_run_free(hpcmem_span_t *s, void *p) {
 /* ---- malloc_trim ---- */
 
 uint64_t _hpcmem_heap_trim(hpcmem_heap_t *h) {
-  stash_drain(h);                  /* its objects back in their spans, which may then be empty */
+  _hpcmem_heap_stash_drain(h);     /* its objects back in their spans, which may then be empty */
   _hpcmem_lock_st(&h->lock);
   uint64_t mapped = h->mapped_bytes;
   if (__atomic_load_n(&h->pending, __ATOMIC_RELAXED)) collect_remote(h);   /* may release spans */
@@ -876,8 +887,8 @@ static int64_t check_span(hpcmem_heap_t *h, hpcmem_span_t *s, unsigned c, unsign
 }
 
 /* The stash (lock held): every list is as long as recorded and ends in
- * NULL, its objects are objects of a span of its class in h, handed out and
- * carrying the free key; the bytes add up.  0 or -1 after a warning. */
+ * NULL, its objects are objects of a span of its class in h (counted there
+ * as used) carrying the free key; the bytes add up.  0 or -1 after a warning. */
 static int check_stash(hpcmem_heap_t *h) {
   uint64_t bytes = 0;
   for (unsigned c = 1; c < HPCMEM_NCLASSES; c++) {

@@ -82,7 +82,7 @@ typedef struct hpcmem_heap {
   uint64_t dirty_bytes;                      /* pages of taken-over spans beyond their carving (group.c) */
   /* The stash (group.c): chains of objects that thread caches flushed,
    * kept whole for the next refill of their class.  Last: a heap that no
-   * cache ever flushed into does not touch its pages. */
+   * cache ever stashed into reads stash_bytes only, not the arrays' pages. */
   uint64_t stash_bytes;                      /* bytes of all chains (retained, free) */
   uint8_t stash_count[HPCMEM_NCLASSES];      /* chains of each class */
   uint16_t stash_n[HPCMEM_NCLASSES][HPCMEM_STASH];
@@ -213,6 +213,8 @@ int _hpcmem_heap_uncarve(char *fresh, unsigned n);
  * cls is their class (0: not known) and the list is n objects of mine's
  * slice ending in NULL, it may go whole into mine's stash (group.c). */
 void _hpcmem_heap_flush(hpcmem_heap_t *mine, unsigned cls, void *list, unsigned n, uint64_t *remote_count);
+/* The lists in h's stash (group.c) back to their spans. */
+void _hpcmem_heap_stash_drain(hpcmem_heap_t *h);
 /* Push one object of span s onto its remote list (no lock); it gets the free key. */
 void _hpcmem_span_remote_free(hpcmem_span_t *s, void *p);
 /* Is p on span s's free list or remote list?  (Takes the owner's lock.) */

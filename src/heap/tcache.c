@@ -107,6 +107,15 @@ static uint32_t bin_cap = BIN_MAX;
 
 int _hpcmem_tcache_stash_on(void) { return __atomic_load_n(&bin_cap, __ATOMIC_RELAXED) <= STASH_CAP; }
 
+/* A thread exited while the stash was on: when that took the threads
+ * below its threshold, the stashes' lists go back to their spans, whose
+ * objects they held (no span they touch can empty while they wait there
+ * for a refill of their class that may not come). */
+__attribute__((noinline, cold)) static void stash_off(void) {
+  if (_hpcmem_tcache_stash_on()) return;
+  for (unsigned i = 0; i < _hpcmem_heaps.count; i++) _hpcmem_heap_stash_drain(&_hpcmem_heaps.heap[i]);
+}
+
 /* A thread started or ended (registry lock held). */
 static void set_bin_cap(void) {
   unsigned cpus = _hpcmem_prim_cpus_allowed();
@@ -353,8 +362,10 @@ void _hpcmem_tcache_retire(hpcmem_tcache_t *t) {
   }
   t->live = 0;
   live_threads--;
+  uint32_t before = __atomic_load_n(&bin_cap, __ATOMIC_RELAXED);
   set_bin_cap();
   _hpcmem_unlock(&registry_lock);
+  if (__builtin_expect(before <= STASH_CAP, 0)) stash_off();
 }
 
 void _hpcmem_tcache_mark_late(hpcmem_tcache_t *t) {
