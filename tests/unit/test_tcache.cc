@@ -917,14 +917,24 @@ hpcmem_heap_t *stash_emptied() {
   (void)_hpcmem_heap_trim(h);
   return h;
 }
+// A stash test's start: heap 0 with nothing in its stash, and n objects of
+// the class of `bytes` taken from it.
+struct Taken {
+  hpcmem_heap_t *h;
+  unsigned cls;
+  size_t size;
+  std::vector<void *> xs;
+};
+Taken take_from_emptied(size_t bytes, unsigned n) {
+  hpcmem_heap_t *h = stash_emptied();
+  unsigned cls = _hpcmem_size_class(bytes);
+  return {h, cls, _hpcmem_class_size[cls], taken(h, cls, n)};
+}
 }  // namespace
 
 TEST(_hpcmem_heap_flush, keeps_a_whole_list_for_the_next_refill_of_its_class) {
-  hpcmem_heap_t *h = stash_emptied();
-  unsigned cls = _hpcmem_size_class(20 << 10);        // a class only this test uses
-  size_t size = _hpcmem_class_size[cls];
+  auto [h, cls, size, xs] = take_from_emptied(20 << 10, 6);  // a class only this test uses
   hpcmem_refill_t r;
-  std::vector<void *> xs = taken(h, cls, 6);
   hpcmem_span_t *s = _hpcmem_span_of(xs[0]);
   uint64_t before = h->stash_bytes, remote = 0;
   _hpcmem_heap_flush(h, cls, linked(xs), 6, &remote);
@@ -956,14 +966,11 @@ TEST(_hpcmem_heap_flush, keeps_a_whole_list_for_the_next_refill_of_its_class) {
 // A refill whose class has free objects in a span and only stashed lists
 // longer than it asks for takes from the span, and lets the heap's lock go.
 TEST(_hpcmem_heap_refill, leaves_a_list_longer_than_it_asks_for_in_the_stash) {
-  hpcmem_heap_t *h = stash_emptied();
-  unsigned cls = _hpcmem_size_class(12 << 10);
-  std::vector<void *> xs = taken(h, cls, 8);
+  auto [h, cls, size, xs] = take_from_emptied(12 << 10, 8);
   uint64_t remote = 0;
   _hpcmem_heap_flush(h, cls, linked({xs[0], xs[1], xs[2], xs[3], xs[4], xs[5]}), 6, &remote);
   ASSERT_EQ(h->stash_count[cls], 1u);
   give_back(h, {xs[6]});                               // a span of the class has a free object
-  size_t size = _hpcmem_class_size[cls];
   hpcmem_refill_t r;
   ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, nullptr), 1u);
   std::vector<void *> back = objects_of(r, size);
@@ -983,10 +990,7 @@ TEST(_hpcmem_heap_refill, leaves_a_list_longer_than_it_asks_for_in_the_stash) {
 // The newest stashed list that fits is taken, an older one when the newest
 // is longer than the refill asks for.
 TEST(_hpcmem_heap_refill, takes_an_older_stashed_list_that_fits) {
-  hpcmem_heap_t *h = stash_emptied();
-  unsigned cls = _hpcmem_size_class(12 << 10);
-  size_t size = _hpcmem_class_size[cls];
-  std::vector<void *> xs = taken(h, cls, 9);
+  auto [h, cls, size, xs] = take_from_emptied(12 << 10, 9);
   uint64_t remote = 0;
   _hpcmem_heap_flush(h, cls, linked({xs[0], xs[1]}), 2, &remote);                       // older, two
   _hpcmem_heap_flush(h, cls, linked({xs[2], xs[3], xs[4], xs[5], xs[6], xs[7]}), 6, &remote);   // newer, six
@@ -1008,10 +1012,8 @@ TEST(_hpcmem_heap_refill, takes_an_older_stashed_list_that_fits) {
 
 // A list longer than it says, or one the stash has no room for, goes to the spans.
 TEST(_hpcmem_heap_flush, a_list_that_does_not_end_where_it_says_goes_to_the_spans) {
-  hpcmem_heap_t *h = stash_emptied();
-  unsigned cls = _hpcmem_size_class(2048);            // a class only this test uses
+  auto [h, cls, size, xs] = take_from_emptied(2048, 3);  // a class only this test uses
   hpcmem_refill_t r;
-  std::vector<void *> xs = taken(h, cls, 3);
   hpcmem_span_t *s = _hpcmem_span_of(xs[0]);
   uint64_t remote = 0;
   _hpcmem_heap_flush(h, cls, linked(xs), 2, &remote);  // three linked, two given
@@ -1035,11 +1037,8 @@ TEST(_hpcmem_heap_flush, a_list_that_does_not_end_where_it_says_goes_to_the_span
 }
 
 TEST(_hpcmem_span_holds_free, finds_an_object_of_a_stashed_list) {
-  hpcmem_heap_t *h = stash_emptied();
-  unsigned cls = _hpcmem_size_class(6 << 10);         // a class only this test uses
-  size_t size = _hpcmem_class_size[cls];
+  auto [h, cls, size, xs] = take_from_emptied(6 << 10, 5);  // a class only this test uses
   hpcmem_refill_t r;
-  std::vector<void *> xs = taken(h, cls, 5);
   hpcmem_span_t *s = _hpcmem_span_of(xs[0]);
   uint64_t remote = 0;
   _hpcmem_heap_flush(h, cls, linked({xs[0], xs[1], xs[2], xs[3]}), 4, &remote);
@@ -1055,11 +1054,8 @@ TEST(_hpcmem_span_holds_free, finds_an_object_of_a_stashed_list) {
 }
 
 TEST(_hpcmem_heap_check, finds_a_damaged_stashed_list) {
-  hpcmem_heap_t *h = stash_emptied();
-  unsigned cls = _hpcmem_size_class(20 << 10);
-  size_t size = _hpcmem_class_size[cls];
+  auto [h, cls, size, xs] = take_from_emptied(20 << 10, 3);
   hpcmem_refill_t r;
-  std::vector<void *> xs = taken(h, cls, 3);
   uint64_t remote = 0;
   _hpcmem_heap_flush(h, cls, linked(xs), 3, &remote);
   ASSERT_EQ(h->stash_count[cls], 1u);
