@@ -728,7 +728,7 @@ static int stash_push(hpcmem_heap_t *h, unsigned cls, void *list, unsigned n) {
 
 /* list (n objects of class cls) whole into h's stash when it is n objects
  * of h's slice and the stash has room: 1 kept, 0 not (the caller gives
- * them to their spans).  Out of line, as stash_pop: only a process with
+ * them to their spans).  Out of line, as stash_take: only a process with
  * many threads a cpu runs them, and the code every process runs stays
  * within its window (docs/footprint.md, Code pages). */
 __attribute__((noinline)) static int stash_put(hpcmem_heap_t *h, unsigned cls, void *list, unsigned n) {

@@ -99,7 +99,7 @@ static uint32_t bin_cap = BIN_MAX;
  * HPCMEM_STASH_THREADS_PER_CPU or more for each cpu, which is when the bins'
  * room is STASH_CAP a class or less: refills and flushes come often then,
  * and meet under the heap's lock (alloc_threads --mode local --threads 16:
- * 175 -> 214 M/s, the peak unchanged).  With fewer threads the stash's
+ * 171.5 -> 203.7 M/s, the peak unchanged).  With fewer threads the stash's
  * lists would wait longer for their class, memory no span can hand out
  * (thread-local T = 2 - 8 held 1 - 5 % more at their peak), so a flush goes
  * to the spans. */
