@@ -18,9 +18,10 @@
  * --pages yes (local mode) also says, for each trial, how the threads' live
  * objects lie at the end of the churn: the 4 KiB pages one thread's objects
  * start on (mean over the threads), and the threads whose objects start on
- * a page (mean over the pages).  One heap's spans shared by many threads show there as pages
- * shared by threads; each thread's loop then touches more pages and cache
- * lines than its objects need (BENCHMARKS.md, session 22).  The pages are
+ * a page (mean over the pages).  One heap's spans shared by many threads
+ * show there as pages shared by threads; each thread's loop then touches
+ * more pages and cache lines than its objects need (BENCHMARKS.md,
+ * session 22).  The pages are
  * noted inside the timed loop (one store an object), so a --pages run's
  * times are not the benchmark's figures.
  *
@@ -59,7 +60,7 @@ struct worker {
     pthread_barrier_t *start;
     uint64_t t_start, t_end; /* per thread: main may be descheduled at the barrier */
     uint64_t cpu_ns;         /* CPU time of the thread's loop */
-    uintptr_t *page;         /* --pages: the page of each live object at the end, or NULL */
+    uintptr_t *page;         /* --pages: the page each live object starts on at the end, or NULL */
 };
 
 static size_t size_of(const struct opts *o, uint64_t id)

@@ -105,14 +105,15 @@ static uint32_t bin_cap = BIN_MAX;
  * to the spans. */
 #define STASH_CAP (BIN_PER_CPU / HPCMEM_STASH_THREADS_PER_CPU)
 
-int _hpcmem_tcache_stash_on(void) { return __atomic_load_n(&bin_cap, __ATOMIC_RELAXED) <= STASH_CAP; }
+static inline int stash_on(void) { return __atomic_load_n(&bin_cap, __ATOMIC_RELAXED) <= STASH_CAP; }
+int _hpcmem_tcache_stash_on(void) { return stash_on(); }
 
 /* A thread exited while the stash was on: when that took the threads
  * below its threshold, the stashes' lists go back to their spans, whose
  * objects they held (no span they touch can empty while they wait there
  * for a refill of their class that may not come). */
 __attribute__((noinline, cold)) static void stash_off(void) {
-  if (_hpcmem_tcache_stash_on()) return;
+  if (stash_on()) return;
   for (unsigned i = 0; i < _hpcmem_heaps.count; i++) _hpcmem_heap_stash_drain(&_hpcmem_heaps.heap[i]);
 }
 
@@ -320,8 +321,7 @@ void _hpcmem_tcache_flush(hpcmem_tcache_t *t, unsigned cls) {
   b->head = *(void **)cut;
   *(void **)cut = NULL;
   b->count = (uint16_t)(b->count - n);
-  _hpcmem_heap_flush(t->heap, __atomic_load_n(&bin_cap, __ATOMIC_RELAXED) <= STASH_CAP ? cls : 0, list, n,
-                     &t->st.remote_free_count);
+  _hpcmem_heap_flush(t->heap, stash_on() ? cls : 0, list, n, &t->st.remote_free_count);
 }
 
 void _hpcmem_tcache_flush_all(hpcmem_tcache_t *t) {
