@@ -3,7 +3,8 @@
 # the C library's malloc and under libhpcmem (LD_PRELOAD, once the library
 # exports malloc), each run's own validation must pass and malloc must really
 # come from the allocator under test; every program must notice a block that
-# was damaged on purpose (--corrupt); and run.sh must produce its report.
+# was damaged on purpose (--corrupt); run.sh must produce its report, and
+# ab.sh its comparison.
 # Environment (exported by `make check`): top_builddir, top_srcdir, LIBHPCMEM.
 top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -141,6 +142,38 @@ if sh "$top_srcdir/benchmarks/alloc/run.sh" "$tmp/run" --tiny --reps 1 \
 else
   bad runner "run.sh failed: $(tail -3 "$tmp/run.log" | tr '\n' ' ')"
 fi
+
+# ab.sh: two variants taking turns, one line a case with both; bad uses refused
+ab=$top_srcdir/benchmarks/alloc/ab.sh
+abvars="glibc=none"
+[ "$hp_state" = ok ] && abvars="$abvars hp=$hp@HPCMEM_HEAPS=1"
+# shellcheck disable=SC2086  # abvars: one word a variant
+if sh "$ab" --builddir "$top_builddir" --reps 2 --ops 20K --trials 1 --raw "$tmp/ab.raw" "local:1 xfree:2" $abvars \
+      > "$tmp/ab.out" 2> "$tmp/ab.err"; then
+  lines=$(grep -c 'M/s' "$tmp/ab.out")
+  runs=$(wc -l < "$tmp/ab.raw")
+  want=$((2 * 2 * $(echo $abvars | wc -w)))
+  if [ "$lines" -ne 2 ] || ! grep -q '^local T=1 .*glibc: [0-9.]* ([0-9.]*) M/s [0-9.]* MiB' "$tmp/ab.out"; then
+    bad ab_sh "expected a line for each of 2 cases: $(head -c 300 "$tmp/ab.out" | tr '\n' ' ')"
+  elif [ "$hp_state" = ok ] && ! grep -q '^xfree T=2 .*hp: [0-9.]* ([0-9.]*) M/s' "$tmp/ab.out"; then
+    bad ab_sh "no hp column: $(head -c 300 "$tmp/ab.out" | tr '\n' ' ')"
+  elif [ "$runs" -ne "$want" ]; then bad ab_sh "--raw holds $runs runs, expected $want"
+  else ok ab_sh
+  fi
+else
+  bad ab_sh "ab.sh failed: $(head -c 300 "$tmp/ab.err" | tr '\n' ' ')"
+fi
+abbad=0
+for args in "local:x glibc=none" "ring:2 glibc=none" "local:1 glibc" "local:1 g=/nonexistent/lib.so" \
+            "--reps 0 local:1 glibc=none" "--frob local:1 glibc=none" "local:1"; do
+  # shellcheck disable=SC2086
+  sh "$ab" --builddir "$top_builddir" $args > /dev/null 2> "$tmp/ab.err" < /dev/null
+  rc=$?
+  if [ "$rc" -ne 2 ] || ! grep -q . "$tmp/ab.err"; then
+    bad ab_sh_rejects "'ab.sh $args' exited $rc, expected 2 and a message"; abbad=1
+  fi
+done
+[ "$abbad" -eq 0 ] && ok ab_sh_rejects
 
 echo "alloc_bench: $npass passed, $nfail failed, $nskip skipped"
 [ "$nfail" -eq 0 ] || exit 1

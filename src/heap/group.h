@@ -70,11 +70,16 @@ typedef struct hpcmem_heap {
   unsigned index;
   char *base;
   hpcmem_itree_t tree;
+  /* _hpcmem_heaps_init writes the fields above and desc_next, desc_end of
+   * every heap, used or not: together in the heap's first 216 bytes, they
+   * touch no page beyond the one where the heap begins (docs/footprint.md,
+   * session 23: on a 2-cpu machine with one thread group, the second heap
+   * begins in the first one's page) */
+  hpcmem_span_t *desc_next, *desc_end;
+  hpcmem_span_t *desc_free;
   hpcmem_span_t *partial[HPCMEM_NCLASSES];   /* spans with free objects */
   hpcmem_span_t *fresh[HPCMEM_NCLASSES];     /* spans with none but with uncarved room or a hole */
   hpcmem_span_t *pending;                    /* spans with remote frees (lock-free push) */
-  hpcmem_span_t *desc_free;
-  hpcmem_span_t *desc_next, *desc_end;
   uint64_t mapped_bytes;                     /* bytes of runs taken from the tree */
   uint64_t free_small_bytes;                 /* bytes in span free lists (retained) */
   uint64_t empty_bytes;                      /* bytes of empty spans kept (group.c: empty_budget) */
