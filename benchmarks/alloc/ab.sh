@@ -12,6 +12,7 @@
 # --ops N --trials K`, as run.sh runs it (--ops 40M, --trials 3 by default).
 # Prints, for each case and variant, the best and the median of the runs'
 # M operations a second and the median peak RSS; --raw keeps one line a run.
+# Exit status 1 when a run printed no result (said on stderr, the rest shown).
 # BENCHMARKS.md's comparisons of changes (session 22 on) come from it.
 usage() {
   sed -n '4,9p' "$0" | sed 's/^#//; s/^ //' >&2
@@ -64,6 +65,7 @@ done
 
 out=$(mktemp "${TMPDIR:-/tmp}/ab.XXXXXX") || exit 1
 trap 'rm -f "$out"' EXIT INT TERM
+failed=0
 r=0
 while [ "$r" -lt "$reps" ]; do
   r=$((r + 1))
@@ -82,6 +84,7 @@ while [ "$r" -lt "$reps" ]; do
       peak=$(echo "$res" | sed -n 's/^result,threads,[a-z]*,[0-9]*,peak_rss,\([0-9]*\),.*/\1/p')
       if [ -z "$mops" ] || [ -z "$peak" ]; then
         echo "ab.sh: $name, $c: the run printed no result: $(echo "$res" | tail -n 2 | tr '\n' ' ')" >&2
+        failed=1
         continue
       fi
       echo "$mode $threads $name $mops $peak" >> "$out"
@@ -91,7 +94,7 @@ done
 [ -z "$raw" ] || cp "$out" "$raw" || die "cannot write '$raw'"
 names=
 for v in "$@"; do names="$names ${v%%=*}"; done
-# best / median M/s and median peak (MiB) of each case and variant, cases in order
+# best / median M/s and median peak (MiB) of each case and variant, by mode and threads
 sort -k1,1 -k2,2n "$out" | awk -v names="$names" '
   function median(list,   n, a, i, j, t) {
     n = split(list, a, " ")
@@ -115,3 +118,4 @@ sort -k1,1 -k2,2n "$out" | awk -v names="$names" '
       print line
     }
   }'
+exit $failed

@@ -174,6 +174,11 @@ for args in "local:x glibc=none" "ring:2 glibc=none" "local:1 glibc" "local:1 g=
   fi
 done
 [ "$abbad" -eq 0 ] && ok ab_sh_rejects
+# a run that prints no result (alloc_threads refuses the count) fails the comparison
+sh "$ab" --builddir "$top_builddir" --reps 1 --ops bogus --trials 1 "local:1" glibc=none > "$tmp/ab.out" 2> "$tmp/ab.err" < /dev/null
+rc=$?
+if [ "$rc" -eq 1 ] && grep -q 'glibc, local:1: the run printed no result' "$tmp/ab.err" && ! grep -q 'M/s' "$tmp/ab.out"; then ok ab_sh_failed_run
+else bad ab_sh_failed_run "exit $rc, expected 1, the run named on stderr and no figures"; fi
 
 echo "alloc_bench: $npass passed, $nfail failed, $nskip skipped"
 [ "$nfail" -eq 0 ] || exit 1
