@@ -12,6 +12,10 @@
  *   - the same with glibc's chunk sizes, for comparison (glibc carves every
  *     size from the same memory, so its floor is the peak of the sum
  *     instead, plus fragmentation);
+ *   - for alloc_churn, the touched bytes when a class with no free object
+ *     takes a free one of the next LOANS classes up instead of a new one,
+ *     as the thread caches' loans do (src/heap/tcache.c; LOANS, default 2,
+ *     is the optional fifth argument);
  *   - for alloc_threads, the sum over threads and classes of each thread's
  *     class high-water marks: what thread caches cost that keep every
  *     object their thread freed for that thread's next malloc of the class
@@ -22,7 +26,7 @@
  *
  *   gcc -O2 -Ibenchmarks/alloc -Isrc -Iinclude benchmarks/alloc/class_floor.c \
  *       src/heap/sizeclass.c -o class_floor
- *   ./class_floor churn 8 1024 100M            # alloc_churn --min 8 --max 1K --live 10000 --ops 100M
+ *   ./class_floor churn 8 1024 100M [LOANS]    # alloc_churn --min 8 --max 1K --live 10000 --ops 100M
  *   ./class_floor local 8 1024 40M 16          # alloc_threads --mode local --threads 16 --ops 40M
  *
  * docs/footprint.md ("Peak RSS of the small-object benchmarks") uses its figures.
@@ -63,24 +67,50 @@ static size_t thread_size(uint64_t id, uint64_t min, uint64_t max)
     return (size_t)(min + (uint64_t)(((unsigned __int128)h * (max - min + 1)) >> 64));
 }
 
-static void churn(struct tally *t, uint64_t min, uint64_t max, uint64_t live, uint64_t ops)
+/* Classes that lend: each object lives in the memory of its home class (its
+ * own, or one up to `loans` classes above it that had a free object when
+ * its own had none); touched bytes only grow. */
+struct lending {
+    unsigned loans;
+    long touched[NCLS], free[NCLS];
+    double bytes, peak;
+};
+
+static uint8_t lend_alloc(struct lending *l, size_t n)
+{
+    unsigned c = _hpcmem_size_class(n);
+    if (l->free[c] > 0) { l->free[c]--; return (uint8_t)c; }
+    for (unsigned k = c + 1; k <= c + l->loans && k < NCLS; k++)
+        if (l->free[k] > 0) { l->free[k]--; return (uint8_t)k; }
+    l->touched[c]++;
+    l->bytes += _hpcmem_class_size[c];
+    if (l->bytes > l->peak) l->peak = l->bytes;
+    return (uint8_t)c;
+}
+
+static void churn(struct tally *t, struct lending *l, uint64_t min, uint64_t max, uint64_t live, uint64_t ops)
 {
     bench_rng_t rng;
     bench_rng_seed(&rng, 42);
     uint32_t *size = calloc(live, sizeof *size);
-    if (size == NULL) bench_fail("out of memory");
+    uint8_t *home = calloc(live, sizeof *home);
+    if (size == NULL || home == NULL) bench_fail("out of memory");
     for (uint64_t i = 0; i < live; i++) {
         size[i] = (uint32_t)bench_rng_range(&rng, min, max);
         add(t, size[i], 1);
+        home[i] = lend_alloc(l, size[i]);
     }
     for (uint64_t k = 0; k < ops / 2; k++) {
         uint64_t r = bench_rng_next(&rng);
         uint64_t i = (uint64_t)(((unsigned __int128)r * live) >> 64);
         add(t, size[i], -1);
+        l->free[home[i]]++;
         size[i] = (uint32_t)(min + (size_t)((r & 0xffffffffu) * (max - min + 1) >> 32));
         add(t, size[i], 1);
+        home[i] = lend_alloc(l, size[i]);
     }
     free(size);
+    free(home);
 }
 
 static double classes_high(const struct tally *t)
@@ -131,10 +161,14 @@ int main(int argc, char **argv)
     if (min == 0 || min > max || max > HPCMEM_SMALL_MAX)
         bench_usage_error("sizes: need 1 <= MIN <= MAX <= 128K");
     struct tally t = {0}, *per = NULL;
+    struct lending lend = {0};
     unsigned threads = 0;
-    if (strcmp(argv[1], "churn") == 0)
-        churn(&t, min, max, 10000, ops);
-    else if (strcmp(argv[1], "local") == 0) {
+    if (strcmp(argv[1], "churn") == 0) {
+        lend.loans = argc > 5 ? (unsigned)bench_parse_count("LOANS", argv[5]) : 2;
+        if (lend.loans > 8)
+            bench_usage_error("LOANS: 0..8");
+        churn(&t, &lend, min, max, 10000, ops);
+    } else if (strcmp(argv[1], "local") == 0) {
         threads = argc > 5 ? (unsigned)bench_parse_count("THREADS", argv[5]) : 1;
         if (threads == 0 || threads > 1024)
             bench_usage_error("THREADS: 1..1024");
@@ -149,6 +183,8 @@ int main(int argc, char **argv)
     printf("requested: %.0f KiB now, %.0f KiB at most\n", t.req / 1024, t.req_max / 1024);
     printf("size classes: %.0f KiB live now; sum of the classes' high-water marks %.0f KiB\n", now / 1024, floor / 1024);
     printf("glibc chunks: %.0f KiB now, %.0f KiB at most\n", t.glibc / 1024, t.glibc_max / 1024);
+    if (lend.peak > 0)
+        printf("size classes lending up to %u classes up: %.0f KiB touched\n", lend.loans, lend.peak / 1024);
     if (per) {
         double own = 0;
         for (unsigned w = 0; w < threads; w++)

@@ -376,11 +376,7 @@ static void *alloc_slow(hpcmem_tcache_t *t, size_t n, size_t align, int zeroed) 
       ((uint64_t *)p)[1] = 0;                      /* not a cached object any more */
     } else if ((p = b->slot) != NULL) {
       b->slot = NULL;                              /* the slot's object does not carry the key */
-    } else if (b->nfresh) {
-      p = t->fresh[cls];
-      t->fresh[cls] += _hpcmem_class_size[cls];
-      b->nfresh--;
-    } else if (!(p = _hpcmem_tcache_refill(t, cls))) {
+    } else if (!(p = _hpcmem_tcache_refill(t, cls, align <= 16 ? &cls : NULL))) {
       goto large;
     }
     usable = _hpcmem_class_size[cls];
@@ -484,7 +480,7 @@ HPCMEM_NOINLINE static void *malloc_refill(size_t n) {
   hpcmem_tcache_t *t = _hpcmem_tc;
   if (!t->time_alloc && direct_way(t)) {
     unsigned c = _hpcmem_size_class(n);
-    void *p = _hpcmem_tcache_refill(t, c);
+    void *p = _hpcmem_tcache_refill(t, c, &c);
     if (HPCMEM_LIKELY(p != NULL)) return counted(t, p, n, _hpcmem_class_size[c]);
   }
   return malloc_slow(n, 0, HPCMEM_EV_MALLOC);
@@ -618,10 +614,11 @@ _Static_assert(sizeof(hpcmem_bin_t) == 32 && sizeof(hpcmem_class_geom_t) == 32 &
 /* The hits themselves, shared by the fast paths and their settling paths. */
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
-/* An object from bin b (class c): the list's head, else the slot's object,
- * else a fresh one (neither was written: no key to clear); NULL when the bin
- * is empty. */
-static ALWAYS_INLINE void *bin_take(hpcmem_tcache_t *t, hpcmem_bin_t *b, unsigned c) {
+/* An object from bin b: the list's head, else the slot's object (not
+ * written: no key to clear); NULL when both are empty.  The bin's fresh
+ * range is the refill's to hand out (heap/tcache.c): each fresh object
+ * comes after a look for recycled ones. */
+static ALWAYS_INLINE void *bin_take(hpcmem_bin_t *b) {
   void *p = b->head;
   if (HPCMEM_LIKELY(p != NULL)) {
     void *next = *(void **)p;
@@ -631,10 +628,6 @@ static ALWAYS_INLINE void *bin_take(hpcmem_tcache_t *t, hpcmem_bin_t *b, unsigne
     ((uint64_t *)p)[1] = 0;                    /* not a cached object any more */
   } else if ((p = b->slot) != NULL) {
     b->slot = NULL;
-  } else if (HPCMEM_LIKELY(b->nfresh != 0)) {
-    p = t->fresh[c];
-    t->fresh[c] = (char *)p + _hpcmem_class_size[c];   /* not b->step: the hit's subtraction keeps its load */
-    b->nfresh--;
   }
   return p;
 }
@@ -710,7 +703,7 @@ HPCMEM_NOINLINE static void *malloc_settle(size_t n) {
     uint64_t weight = 0, t0 = time_start(&t->time_alloc, &t->timed_alloc, _hpcmem_tcache_n_alloc(t), &weight);
     unsigned c = _hpcmem_size_class(n);       /* n < fast_lim: the fast path came here */
     hpcmem_bin_t *b = &t->bin[c];
-    void *p = bin_take(t, b, c);
+    void *p = bin_take(b);
     if (p) {
       t->n_alloc++;
       t->b_alloc += b->step >> 32;
@@ -745,7 +738,7 @@ static ALWAYS_INLINE void *malloc_hit(hpcmem_tcache_t *t, size_t k, size_t n) {
   hpcmem_bin_t *b = (hpcmem_bin_t *)((uint64_t *)t->bin + k);
   uint64_t left = t->acct_alloc - b->step;
   if (HPCMEM_UNLIKELY((int64_t)left < 0)) return malloc_settle(n);
-  void *p = bin_take(t, b, HPCMEM_KEY_CLASS(k));
+  void *p = bin_take(b);
   if (HPCMEM_UNLIKELY(p == NULL)) return malloc_refill(n);
   t->acct_alloc = left;
   return p;

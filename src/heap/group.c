@@ -492,7 +492,7 @@ static void collect_remote(hpcmem_heap_t *h) {
 #define REFILL_PARTS 16
 static unsigned stash_take(hpcmem_heap_t *h, unsigned cls, hpcmem_refill_t *out, unsigned want);   /* the stash, below */
 unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, hpcmem_refill_t *out, unsigned want,
-                             hpcmem_lone_t *lone) {
+                             hpcmem_lone_t *lone, int recycled_only) {
   struct { void *head, *tail; char *fresh; unsigned n; } part[REFILL_PARTS];
   unsigned got = 0, np = 0;
   void *head = NULL, *tail = NULL;
@@ -518,6 +518,8 @@ unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, hpcmem_refill_t *ou
         }
       }
       h->free_small_bytes -= (uint64_t)(got - before) * size;
+    } else if (recycled_only) {
+      break;
     } else if ((s = h->fresh[cls]) && s->hole) {     /* then fresh ones: a hole's first */
       uint32_t at = _hpcmem_hole_at(s->hole), n = hole_n(s);
       unsigned fresh = n < want - got ? n : want - got;

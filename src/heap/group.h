@@ -185,7 +185,9 @@ static inline uint64_t _hpcmem_class_limit(uint64_t size, uint64_t span) {
  * memory).  One goes to first without the free key (a fresh one
  * is not written), nlist to list, linked through their first word and
  * carrying the key, and nfresh never-written ones lie from fresh on, one
- * object size apart. */
+ * object size apart.  With recycled_only, only objects that were handed out
+ * before (freed, or stashed): none fresh, nfresh 0, and 0 when the heap has
+ * no such object of the class (for a bin that still holds a fresh range). */
 typedef struct hpcmem_refill {
   void *first, *list;
   char *fresh;
@@ -206,7 +208,7 @@ typedef struct hpcmem_lone {
   int taken;
 } hpcmem_lone_t;
 unsigned _hpcmem_heap_refill(hpcmem_heap_t *h, unsigned cls, hpcmem_refill_t *out, unsigned want,
-                             hpcmem_lone_t *lone);
+                             hpcmem_lone_t *lone, int recycled_only);
 /* Give back a range of n fresh objects (never written) from a refill without
  * writing them: uncarved when it was its span's last carving, else it becomes
  * the span's hole (or joins it from below), which the class's refills hand

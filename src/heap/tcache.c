@@ -269,9 +269,68 @@ static hpcmem_lone_t *lone_offer(hpcmem_tcache_t *t, unsigned cls, hpcmem_lone_t
  * fresh object stays untouched until the program writes it. */
 static int first_written;
 
-void *_hpcmem_tcache_refill(hpcmem_tcache_t *t, unsigned cls) {
+/* Loans.  A class with no free object in the thread's reach -- its bin
+ * empty, its heap without a span of free objects or a stashed list -- would
+ * touch new memory for its next object, while the thread's bins of the
+ * next LOAN_CLASSES classes up may hold free objects, touched already and
+ * at most a quarter larger (an eighth a class from 128 B on).  One of them
+ * goes to the caller instead, so a class touches new memory only when its
+ * neighbours above have nothing free either.  Each class otherwise peaks on
+ * its own, where glibc's one memory for all sizes peaks with the sum
+ * (docs/footprint.md): the churn of 8 B - 1 KiB touched 6,304 KiB for 5,168
+ * KiB live; lending over two classes, 5,759 KiB (benchmarks/alloc/
+ * class_floor's replay).  The object keeps its class: free finds it by its
+ * address and puts it into its own bin.  Only objects on the bins' lists
+ * are lent (a fresh one would touch new memory all the same; a slot's lone
+ * object may empty its span for a new class instead, lone_offer), and only
+ * while the heap has no recycled object of the class -- a look without the
+ * lock, as lone_offer's; a list a flush puts there meanwhile waits for the
+ * next refill. */
+#define LOAN_CLASSES 2
+static int has_recycled(hpcmem_heap_t *h, unsigned cls) {
+  return __atomic_load_n(&h->partial[cls], __ATOMIC_RELAXED) || __atomic_load_n(&h->stash_count[cls], __ATOMIC_RELAXED);
+}
+static void *loan(hpcmem_tcache_t *t, unsigned cls, unsigned *got_cls) {
+  unsigned last = cls + LOAN_CLASSES < HPCMEM_NCLASSES ? cls + LOAN_CLASSES : HPCMEM_NCLASSES - 1;
+  for (unsigned c = cls + 1; c <= last; c++) {
+    hpcmem_bin_t *b = &t->bin[c];
+    void *p = b->head;
+    if (!p) continue;
+    b->head = *(void **)p;
+    b->count--;
+    ((uint64_t *)p)[1] = 0;                     /* not a cached object any more */
+    *got_cls = c;
+    return p;
+  }
+  return NULL;
+}
+
+/* This group's slice is full: a refill from the other groups' heaps (out
+ * of the way of the common refill's code). */
+__attribute__((noinline, cold)) static unsigned refill_elsewhere(hpcmem_tcache_t *t, unsigned cls, hpcmem_refill_t *r,
+                                                                 unsigned want) {
+  unsigned got = 0;
+  for (unsigned i = 1; i < _hpcmem_heaps.count && !got; i++)
+    got = _hpcmem_heap_refill(&_hpcmem_heaps.heap[(t->heap->index + i) % _hpcmem_heaps.count], cls, r, want, NULL, 0);
+  return got;
+}
+
+/* A bin's fresh range is handed out here, one object a call, not by the
+ * fast path (bin_take in api/alloc.c): each comes after a look for the
+ * heap's recycled objects of the class and for a loan.  A bin that still
+ * holds a fresh range takes the heap's recycled objects first when it has
+ * some, and the range waits: else it touched new memory while objects the
+ * bins' flushes gave back waited in the spans (alloc_churn 8 B - 1 KiB's
+ * peak: 8,380 -> 8,190 KiB; with the loans, 7,744). */
+void *_hpcmem_tcache_refill(hpcmem_tcache_t *t, unsigned cls, unsigned *got_cls) {
   hpcmem_bin_t *b = &t->bin[cls];
   unsigned want;
+  void *p;
+  int keep_fresh = b->nfresh != 0;
+  if (!has_recycled(t->heap, cls)) {
+    if (got_cls && (p = loan(t, cls, got_cls)) != NULL) return p;
+    if (keep_fresh) goto fresh;
+  }
   if (!((t->started >> cls) & 1)) { /* first use: one object, untouched when fresh */
     _hpcmem_tcache_bin_start(t, cls);
     want = 1;
@@ -286,27 +345,33 @@ void *_hpcmem_tcache_refill(hpcmem_tcache_t *t, unsigned cls) {
     t->lent &= ~((uint64_t)1 << cls);
     t->kept_hot |= (uint64_t)1 << cls;
   }
-  hpcmem_lone_t lone, *offer = lone_offer(t, cls, &lone);
+  hpcmem_lone_t lone, *offer = keep_fresh ? NULL : lone_offer(t, cls, &lone);
   hpcmem_refill_t r;
-  unsigned got = _hpcmem_heap_refill(t->heap, cls, &r, want, offer);
+  unsigned got = _hpcmem_heap_refill(t->heap, cls, &r, want, offer, keep_fresh);
   if (offer && lone.taken >= 0) {
     t->bin[lone.cls[lone.taken]].slot = NULL;
     t->lent |= (uint64_t)1 << lone.cls[lone.taken];
   }
-  if (!got) {   /* this group's slice is full: borrow from the other groups */
-    for (unsigned i = 1; i < _hpcmem_heaps.count && !got; i++)
-      got = _hpcmem_heap_refill(&_hpcmem_heaps.heap[(t->heap->index + i) % _hpcmem_heaps.count], cls, &r, want, NULL);
-    if (!got) return NULL;
+  if (!got) {
+    if (keep_fresh) goto fresh;               /* another thread took the recycled ones meanwhile */
+    if (!(got = refill_elsewhere(t, cls, &r, want))) return NULL;
   }
   b->head = r.list;             /* they carry the free key (heap refill) */
   b->count = (uint16_t)r.nlist;
-  t->fresh[cls] = r.fresh;
-  b->nfresh = r.nfresh;
+  if (!keep_fresh) {
+    t->fresh[cls] = r.fresh;
+    b->nfresh = r.nfresh;
+  }
   if (__builtin_expect(!__atomic_load_n(&first_written, __ATOMIC_RELAXED), 0)) {
     __atomic_store_n(&first_written, 1, __ATOMIC_RELAXED);
     *(volatile char *)r.first = 0;  /* a fresh object reads 0: its content does not change */
   }
   return r.first;
+fresh:
+  p = t->fresh[cls];
+  t->fresh[cls] = (char *)p + _hpcmem_class_size[cls];
+  b->nfresh--;
+  return p;
 }
 
 void _hpcmem_tcache_flush(hpcmem_tcache_t *t, unsigned cls) {

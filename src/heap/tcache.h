@@ -166,8 +166,12 @@ static inline void _hpcmem_tcache_set_budgets(hpcmem_tcache_t *t, int64_t drift)
 /* The calling thread's cache, created on first use (NULL only when out of memory). */
 hpcmem_tcache_t *_hpcmem_tcache_get(void);
 /* Refill the empty bin cls (slot and list); returns an object that does not
- * carry the free key (a fresh one is not written) or NULL (out of memory). */
-void *_hpcmem_tcache_refill(hpcmem_tcache_t *t, unsigned cls);
+ * carry the free key (a fresh one is not written) or NULL (out of memory).
+ * With got_cls, the object may be one of a class just above cls, lent from
+ * the thread's own bins while cls has nothing free (tcache.c, loan):
+ * *got_cls is the object's class.  Without (NULL), it is of class cls (an
+ * aligned request: the class was chosen for its alignment). */
+void *_hpcmem_tcache_refill(hpcmem_tcache_t *t, unsigned cls, unsigned *got_cls);
 /* Class cls is used by this thread: its next refill is not its first. */
 void _hpcmem_tcache_bin_start(hpcmem_tcache_t *t, unsigned cls);
 /* Put p (freed, of class cls, of the thread's heap) into bin cls when its

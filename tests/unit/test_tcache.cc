@@ -8,6 +8,7 @@
 // each test uses size classes nothing else in the process uses.
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <malloc.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -56,14 +57,14 @@ TEST(_hpcmem_heap_refill, takes_a_free_object_before_carving_a_fresh_one) {
   unsigned cls = _hpcmem_size_class(112 << 10);       // a class no one else here uses
   size_t size = _hpcmem_class_size[cls];
   hpcmem_refill_t r;
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, nullptr), 1u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, nullptr, 0), 1u);
   hpcmem_span_t *x = _hpcmem_span_of(r.first);
   unsigned cap = x->capacity;
   ASSERT_GE(cap, 4u);
   std::vector<void *> xs{r.first};
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, cap - 1, nullptr), cap - 1);   // span x carved out
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, cap - 1, nullptr, 0), cap - 1);   // span x carved out
   for (void *p : objects_of(r, size)) { ASSERT_EQ(_hpcmem_span_of(p), x); xs.push_back(p); }
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, cap, nullptr), cap);               // a second span, y
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, cap, nullptr, 0), cap);               // a second span, y
   hpcmem_span_t *y = _hpcmem_span_of(r.first);
   ASSERT_NE(y, x);
   ASSERT_EQ(r.nfresh, cap - 1);
@@ -71,7 +72,7 @@ TEST(_hpcmem_heap_refill, takes_a_free_object_before_carving_a_fresh_one) {
   give_back(h, {xs[0]});                              // x gets a free object
   ASSERT_EQ(_hpcmem_heap_uncarve(r.fresh, r.nfresh), 1);   // y gets its room back (a thread's exit)
   EXPECT_EQ(_hpcmem_heap_check(h), 0);
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, nullptr), 1u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, nullptr, 0), 1u);
   EXPECT_EQ(r.first, xs[0]) << "a refill carved y's fresh memory while x had a free object";
   EXPECT_EQ(r.nfresh, 0u);
   EXPECT_EQ(_hpcmem_heap_check(h), 0);
@@ -85,10 +86,10 @@ TEST(_hpcmem_heap_refill, carves_fresh_objects_once_no_span_has_a_free_one) {
   unsigned cls = _hpcmem_size_class(96 << 10);
   size_t size = _hpcmem_class_size[cls];
   hpcmem_refill_t r;
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 2, nullptr), 2u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 2, nullptr, 0), 2u);
   std::vector<void *> got = objects_of(r, size);
   give_back(h, {got[1]});
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 3, nullptr), 3u);  // the free one, then two fresh ones
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 3, nullptr, 0), 3u);  // the free one, then two fresh ones
   std::vector<void *> more = objects_of(r, size);
   ASSERT_EQ(more.size(), 3u);
   int recycled = 0;
@@ -357,15 +358,15 @@ TEST(_hpcmem_heap_refill, an_emptied_span_stays_with_its_class) {
   unsigned a = _hpcmem_size_class(40 << 10), b = _hpcmem_size_class(48 << 10);   // classes only this test uses
   ASSERT_EQ(_hpcmem_class_geom[a].span_mask, _hpcmem_class_geom[b].span_mask);   // spans of one size
   hpcmem_refill_t r;
-  ASSERT_EQ(_hpcmem_heap_refill(h, a, &r, 2, nullptr), 2u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, a, &r, 2, nullptr, 0), 2u);
   std::vector<void *> xs = objects_of(r, _hpcmem_class_size[a]);
   hpcmem_span_t *s = _hpcmem_span_of(xs[0]);
   give_back(h, xs);                                   // the span is empty: its class's last one
-  ASSERT_EQ(_hpcmem_heap_refill(h, b, &r, 1, nullptr), 1u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, b, &r, 1, nullptr, 0), 1u);
   EXPECT_NE(_hpcmem_span_of(r.first), s);
   EXPECT_EQ(s->cls, a);
   give_back(h, {r.first});
-  ASSERT_EQ(_hpcmem_heap_refill(h, a, &r, 1, nullptr), 1u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, a, &r, 1, nullptr, 0), 1u);
   EXPECT_EQ(_hpcmem_span_of(r.first), s) << "class a did not get its emptied span back";
   give_back(h, {r.first});
   EXPECT_EQ(_hpcmem_heap_check(h), 0);
@@ -380,7 +381,7 @@ TEST(_hpcmem_heap_refill, takes_the_span_of_a_lone_object_that_empties_it) {
   ASSERT_EQ(_hpcmem_class_geom[a].span_mask, _hpcmem_class_geom[b].span_mask);   // 128 KiB spans, classes
   ASSERT_EQ(_hpcmem_class_geom[a].span_mask, _hpcmem_class_geom[c].span_mask);   // only this test uses
   hpcmem_refill_t r;
-  ASSERT_EQ(_hpcmem_heap_refill(h, a, &r, 2, nullptr), 2u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, a, &r, 2, nullptr, 0), 2u);
   std::vector<void *> xs = objects_of(r, _hpcmem_class_size[a]);
   hpcmem_span_t *s = _hpcmem_span_of(xs[0]);
   memset(xs[1], 1, _hpcmem_class_size[a]);
@@ -389,13 +390,13 @@ TEST(_hpcmem_heap_refill, takes_the_span_of_a_lone_object_that_empties_it) {
   lone.cls[0] = a;
   lone.n = 1;
   lone.taken = -1;
-  ASSERT_EQ(_hpcmem_heap_refill(h, b, &r, 1, &lone), 1u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, b, &r, 1, &lone, 0), 1u);
   EXPECT_EQ(lone.taken, -1) << "xs[0] is out too: the span does not empty";
   EXPECT_NE(_hpcmem_span_of(r.first), s);
   void *other = r.first;
   give_back(h, {xs[0]});                              // now xs[1] is all that is out of s
   EXPECT_EQ(s->used, 1u);
-  ASSERT_EQ(_hpcmem_heap_refill(h, c, &r, 1, &lone), 1u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, c, &r, 1, &lone, 0), 1u);
   EXPECT_EQ(lone.taken, 0);
   EXPECT_EQ(_hpcmem_span_of(r.first), s);
   EXPECT_EQ((char *)r.first, s->start) << "the new class starts where the old one did";
@@ -414,7 +415,7 @@ TEST(_hpcmem_heap_refill, a_taken_over_span_counts_the_old_class_pages_until_car
   unsigned a = _hpcmem_size_class(3 << 10), b = _hpcmem_size_class(7 << 10);     // classes only this test uses
   ASSERT_EQ(_hpcmem_class_geom[a].span_mask, _hpcmem_class_geom[b].span_mask);
   hpcmem_refill_t r;
-  ASSERT_EQ(_hpcmem_heap_refill(h, a, &r, 10, nullptr), 10u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, a, &r, 10, nullptr, 0), 10u);
   std::vector<void *> xs = objects_of(r, _hpcmem_class_size[a]);
   for (void *x : xs) memset(x, 1, _hpcmem_class_size[a]);
   void *lone_obj = xs[3];                             // not the last carving: it goes onto the free list
@@ -428,14 +429,14 @@ TEST(_hpcmem_heap_refill, a_taken_over_span_counts_the_old_class_pages_until_car
   lone.cls[0] = a;
   lone.n = 1;
   lone.taken = -1;
-  ASSERT_EQ(_hpcmem_heap_refill(h, b, &r, 1, &lone), 1u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, b, &r, 1, &lone, 0), 1u);
   ASSERT_EQ(lone.taken, 0);
   ASSERT_EQ(_hpcmem_span_of(r.first), s);
   std::vector<void *> ys{r.first};
   EXPECT_EQ(s->dirty, 32768u) << "ten objects of 3 KiB: eight pages touched";
   EXPECT_EQ(h->dirty_bytes - before, 32768u - 8192u) << "less the new class's first object's pages";
   EXPECT_EQ(_hpcmem_heap_check(h), 0);
-  ASSERT_EQ(_hpcmem_heap_refill(h, b, &r, 4, nullptr), 4u);   // five objects of 7 KiB: carved past it
+  ASSERT_EQ(_hpcmem_heap_refill(h, b, &r, 4, nullptr, 0), 4u);   // five objects of 7 KiB: carved past it
   for (void *y : objects_of(r, _hpcmem_class_size[b])) ys.push_back(y);
   EXPECT_EQ(s->dirty, 0u);
   EXPECT_EQ(h->dirty_bytes, before);
@@ -508,15 +509,15 @@ TEST(_hpcmem_heap_uncarve, a_range_carved_before_another_becomes_the_span_s_hole
   unsigned cls = _hpcmem_size_class(24 << 10);        // a class only this test uses
   size_t size = _hpcmem_class_size[cls];
   hpcmem_refill_t r;
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, nullptr), 1u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, nullptr, 0), 1u);
   void *x0 = r.first;
   hpcmem_span_t *s = _hpcmem_span_of(x0);
   ASSERT_GE(s->capacity, 8u);
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 4, nullptr), 4u);   // thread A: one object and a range of 3
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 4, nullptr, 0), 4u);   // thread A: one object and a range of 3
   void *a0 = r.first;
   char *a_range = r.fresh;
   ASSERT_EQ(r.nfresh, 3u);
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 2, nullptr), 2u);   // thread B, carved after A
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 2, nullptr, 0), 2u);   // thread B, carved after A
   void *b0 = r.first;
   char *b_range = r.fresh;
   ASSERT_EQ(s->bump, 7u);
@@ -529,7 +530,7 @@ TEST(_hpcmem_heap_uncarve, a_range_carved_before_another_becomes_the_span_s_hole
   EXPECT_FALSE(_hpcmem_span_is_object(s, a_range)) << "a hole's object was never handed out";
   EXPECT_TRUE(_hpcmem_span_is_object(s, b0));
   EXPECT_EQ(_hpcmem_heap_check(h), 0);
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 2, nullptr), 2u);   // the hole first, not new memory
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 2, nullptr, 0), 2u);   // the hole first, not new memory
   EXPECT_EQ(r.first, (void *)a_range);
   EXPECT_EQ(r.fresh, a_range + size);
   EXPECT_EQ(r.nfresh, 1u);
@@ -558,7 +559,7 @@ TEST(_hpcmem_heap_uncarve, a_second_hole_is_left_to_the_caller) {
   std::vector<void *> out;
   char *range[3];
   for (int i = 0; i < 3; i++) {                       // threads A, B, C: one object out and one fresh each
-    ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 2, nullptr), 2u);
+    ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 2, nullptr, 0), 2u);
     out.push_back(r.first);
     range[i] = r.fresh;
   }
@@ -584,30 +585,30 @@ TEST(_hpcmem_heap_uncarve, the_class_s_next_refill_takes_the_hole) {
   unsigned cls = _hpcmem_size_class(80 << 10);        // a class only this test uses
   size_t size = _hpcmem_class_size[cls];
   hpcmem_refill_t r;
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 3, nullptr), 3u);   // span A: a0, then a1 .. a2 fresh
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 3, nullptr, 0), 3u);   // span A: a0, then a1 .. a2 fresh
   void *a0 = r.first;
   char *a_range = r.fresh;
   hpcmem_span_t *a = _hpcmem_span_of(a0);
   unsigned rest = a->capacity - a->bump;
   ASSERT_GE(rest, 3u);
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, rest, nullptr), rest);   // a3, and the rest of A fresh
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, rest, nullptr, 0), rest);   // a3, and the rest of A fresh
   void *a3 = r.first;
   char *a_last = r.fresh;
   unsigned a_last_n = r.nfresh;
   ASSERT_EQ(a->bump, a->capacity);
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 2, nullptr), 2u);   // span B: b0, b1 (b1 keeps B in use)
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 2, nullptr, 0), 2u);   // span B: b0, b1 (b1 keeps B in use)
   void *b0 = r.first, *b1 = r.fresh;
   hpcmem_span_t *b = _hpcmem_span_of(b0);
   ASSERT_NE(b, a);
   ASSERT_EQ(_hpcmem_heap_uncarve(a_last, a_last_n), 1);          // A has room again: A, B
   give_back(h, {b0});
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, nullptr), 1u);   // B's free object: B goes first, A behind
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, nullptr, 0), 1u);   // B's free object: B goes first, A behind
   ASSERT_EQ(r.first, b0);
   ASSERT_EQ(h->fresh[cls], b);
   ASSERT_EQ(_hpcmem_heap_uncarve(a_range, 2), 1);                // a1 .. a2: A's hole
   EXPECT_EQ(h->fresh[cls], a);
   uint32_t b_bump = b->bump;
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 2, nullptr), 2u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 2, nullptr, 0), 2u);
   EXPECT_EQ(r.first, (void *)a_range) << "carved B's room while A had a hole";
   EXPECT_EQ(b->bump, b_bump);
   EXPECT_EQ(_hpcmem_heap_check(h), 0);
@@ -625,12 +626,12 @@ TEST(_hpcmem_span_is_object, a_live_object_is_one_while_the_hole_changes) {
   hpcmem_heap_t *h = heap0();
   unsigned cls = _hpcmem_size_class(32 << 10);        // a class only this test uses
   hpcmem_refill_t r;
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, nullptr), 1u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, nullptr, 0), 1u);
   void *x0 = r.first;
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 5, nullptr), 5u);   // x1, and x2 .. x5 fresh
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 5, nullptr, 0), 5u);   // x1, and x2 .. x5 fresh
   void *x1 = r.first;
   char *range = r.fresh;
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, nullptr), 1u);   // x6, carved after the range
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, nullptr, 0), 1u);   // x6, carved after the range
   void *x6 = r.first;
   hpcmem_span_t *s = _hpcmem_span_of(x0);
   std::atomic<bool> done{false};
@@ -644,7 +645,7 @@ TEST(_hpcmem_span_is_object, a_live_object_is_one_while_the_hole_changes) {
   });
   for (int i = 0; i < 200000; i++) {                  // the hole comes and goes: [2, 6), then none
     ASSERT_EQ(_hpcmem_heap_uncarve(range, 4), 1);
-    ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 4, nullptr), 4u);
+    ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 4, nullptr, 0), 4u);
     ASSERT_EQ(r.first, (void *)range);
   }
   done = true;
@@ -652,7 +653,7 @@ TEST(_hpcmem_span_is_object, a_live_object_is_one_while_the_hole_changes) {
   EXPECT_EQ(wrong.load(), 0) << "a live object was read as part of the hole";
   ASSERT_EQ(_hpcmem_heap_uncarve(range, 4), 1);
   EXPECT_EQ(_hpcmem_heap_check(h), 0);
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 4, nullptr), 4u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 4, nullptr, 0), 4u);
   std::vector<void *> all{x0, x1, x6};
   for (int i = 0; i < 4; i++) all.push_back(range + i * _hpcmem_class_size[cls]);
   give_back(h, all);
@@ -669,11 +670,11 @@ TEST(_hpcmem_heap_refill, takes_no_more_than_it_asks_for) {
   unsigned cls = _hpcmem_size_class(56 << 10);        // a class only this test uses
   size_t size = _hpcmem_class_size[cls];
   hpcmem_refill_t r;
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 6, nullptr), 6u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 6, nullptr, 0), 6u);
   std::vector<void *> xs = objects_of(r, size);
   hpcmem_span_t *s = _hpcmem_span_of(xs[0]);
   give_back(h, xs);                                   // a free list of six
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 4, nullptr), 4u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 4, nullptr, 0), 4u);
   std::vector<void *> got = objects_of(r, size);
   EXPECT_EQ(got.size(), 4u);
   EXPECT_EQ(r.nfresh, 0u) << "carved while the span had free objects";
@@ -693,14 +694,14 @@ TEST(_hpcmem_tcache_refill, leaves_the_rest_of_a_long_list_to_other_threads) {
     size_t size = 960;                                // a class only this test uses
     unsigned cls = _hpcmem_size_class(size);
     hpcmem_refill_t r;
-    ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 60, nullptr), 60u);
+    ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 60, nullptr, 0), 60u);
     std::vector<void *> xs = objects_of(r, size);
     hpcmem_span_t *s = _hpcmem_span_of(xs[0]);
     give_back(h, xs);                                 // a free list of 60
     _hpcmem_tcache_bin_start(t, cls);                 // not the first use: a batch
     hpcmem_bin_t *b = &t->bin[cls];
     b->max = 64;
-    void *p = _hpcmem_tcache_refill(t, cls);
+    void *p = _hpcmem_tcache_refill(t, cls, nullptr);
     ASSERT_NE(p, nullptr);
     unsigned took = 1 + b->count + b->nfresh;
     EXPECT_LE(took, 32u) << "room for " << b->max << ", half of it asked for";
@@ -726,7 +727,7 @@ TEST(_hpcmem_tcache_flush_all, a_range_another_thread_carved_past_is_not_written
     hpcmem_tcache_t *t = _hpcmem_tc;
     _hpcmem_tcache_bin_start(t, cls);
     t->bin[cls].max = 8;                              // a batch: one out, the rest fresh
-    void *p = _hpcmem_tcache_refill(t, cls);
+    void *p = _hpcmem_tcache_refill(t, cls, nullptr);
     s = _hpcmem_span_of(p);
     a_fresh = t->fresh[cls];
     a_n = t->bin[cls].nfresh;
@@ -907,7 +908,7 @@ void *linked(const std::vector<void *> &objs) {
 // exactly n), in the order objects_of gives them.
 std::vector<void *> taken(hpcmem_heap_t *h, unsigned cls, unsigned n) {
   hpcmem_refill_t r;
-  EXPECT_EQ(_hpcmem_heap_refill(h, cls, &r, n, nullptr), n);
+  EXPECT_EQ(_hpcmem_heap_refill(h, cls, &r, n, nullptr, 0), n);
   return objects_of(r, _hpcmem_class_size[cls]);
 }
 // Heap 0 with nothing in its stash (earlier tests' caches flushed into it;
@@ -948,7 +949,7 @@ TEST(_hpcmem_heap_flush, keeps_a_whole_list_for_the_next_refill_of_its_class) {
   hpcmem_stats(&st);
   EXPECT_GE(st.retained_bytes, 6 * size) << "stashed bytes are retained, free bytes";
 
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 3, nullptr), 6u) << "the list comes back whole";
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 3, nullptr, 0), 6u) << "the list comes back whole";
   EXPECT_EQ(r.first, xs[0]);
   EXPECT_EQ(((uint64_t *)r.first)[1], 0u) << "the object handed out does not carry the free key";
   EXPECT_EQ(r.nlist, 5u);
@@ -972,13 +973,13 @@ TEST(_hpcmem_heap_refill, leaves_a_list_longer_than_it_asks_for_in_the_stash) {
   ASSERT_EQ(h->stash_count[cls], 1u);
   give_back(h, {xs[6]});                               // a span of the class has a free object
   hpcmem_refill_t r;
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, nullptr), 1u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, nullptr, 0), 1u);
   std::vector<void *> back = objects_of(r, size);
   EXPECT_EQ(std::find(xs.begin(), xs.begin() + 6, r.first), xs.begin() + 6) << "a span's object, not the stashed list's";
   EXPECT_EQ(h->stash_count[cls], 1u);
   EXPECT_EQ(h->lock.v, 0) << "the lock was let go";
   EXPECT_EQ(_hpcmem_heap_check(h), 0);
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 3, nullptr), 6u) << "asked for 3: the list of six comes whole";
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 3, nullptr, 0), 6u) << "asked for 3: the list of six comes whole";
   EXPECT_EQ(h->stash_count[cls], 0u);
   EXPECT_EQ(h->lock.v, 0);
   for (void *p : objects_of(r, size)) back.push_back(p);
@@ -997,7 +998,7 @@ TEST(_hpcmem_heap_refill, takes_an_older_stashed_list_that_fits) {
   ASSERT_EQ(h->stash_count[cls], 2u);
   give_back(h, {xs[8]});                               // a span of the class has a free object
   hpcmem_refill_t r;
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, nullptr), 2u) << "the list of two: six is more than 2 * 1 + 1";
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, nullptr, 0), 2u) << "the list of two: six is more than 2 * 1 + 1";
   EXPECT_EQ(objects_of(r, size), (std::vector<void *>{xs[0], xs[1]}));
   ASSERT_EQ(h->stash_count[cls], 1u);
   EXPECT_EQ(h->stash_n[cls][0], 6u) << "the list of six moved down";
@@ -1024,7 +1025,7 @@ TEST(_hpcmem_heap_flush, a_list_that_does_not_end_where_it_says_goes_to_the_span
   // more lists than the stash keeps of a class: the rest go to the spans
   std::vector<std::vector<void *>> lists;
   for (unsigned k = 0; k <= HPCMEM_STASH; k++) {
-    ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, nullptr), 1u);
+    ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, nullptr, 0), 1u);
     lists.push_back({r.first});
   }
   for (auto &l : lists) _hpcmem_heap_flush(h, cls, linked(l), 1, &remote);
@@ -1045,7 +1046,7 @@ TEST(_hpcmem_span_holds_free, finds_an_object_of_a_stashed_list) {
   ASSERT_EQ(h->stash_count[cls], 1u);
   EXPECT_EQ(_hpcmem_span_holds_free(s, xs[2]), 1) << "a second free of a stashed object is a double free";
   EXPECT_EQ(_hpcmem_span_holds_free(s, xs[4]), 0) << "a live object is not free";
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 2, nullptr), 4u);
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 2, nullptr, 0), 4u);
   EXPECT_EQ(_hpcmem_span_holds_free(s, xs[2]), 0) << "handed out again";
   std::vector<void *> back = objects_of(r, size);
   back.push_back(xs[4]);
@@ -1070,7 +1071,7 @@ TEST(_hpcmem_heap_check, finds_a_damaged_stashed_list) {
   EXPECT_EQ(_hpcmem_heap_check(h), -EFAULT);
   h->stash_bytes -= size;
   EXPECT_EQ(_hpcmem_heap_check(h), 0);
-  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, nullptr), 3u) << "no span has a free object: any list";
+  ASSERT_EQ(_hpcmem_heap_refill(h, cls, &r, 1, nullptr, 0), 3u) << "no span has a free object: any list";
   give_back(h, objects_of(r, size));
   EXPECT_EQ(_hpcmem_heap_check(h), 0);
 }
@@ -1173,4 +1174,129 @@ TEST(_hpcmem_tcache_flush, goes_to_the_spans_with_few_threads_a_cpu) {
   EXPECT_EQ(stashed, 0u) << "the consumer's flushes went to the spans";
   EXPECT_EQ(h->stash_count[cls], 0u);
   EXPECT_EQ(hpcmem_check(), 0);
+}
+
+// Loans (tcache.c): a class with nothing free in the thread's reach takes a
+// recycled object of one of the next two classes from the thread's own bins
+// instead of touching new memory.  Each test runs in a thread of its own
+// (empty bins) on classes no other test here uses.
+namespace {
+bool heap_has_recycled(const hpcmem_heap_t *h, unsigned cls) { return h->partial[cls] || h->stash_count[cls]; }
+}  // namespace
+
+TEST(_hpcmem_tcache_refill, lends_an_object_of_the_next_class_up_when_the_class_has_none_free) {
+  std::thread([] {
+    size_t small = 3584, big = 4096;                  // classes 39 and 40
+    unsigned c = _hpcmem_size_class(small);
+    ASSERT_EQ(_hpcmem_size_class(big), c + 1);
+    char *p = (char *)malloc(big);
+    ASSERT_NE(p, nullptr);
+    memset(p, 5, big);
+    free(p);                                          // the slot of the thread's bin of class c + 1
+    ASSERT_FALSE(heap_has_recycled(_hpcmem_tc->heap, c)) << "precondition: no free object of class c";
+    char *q = (char *)malloc(small);
+    EXPECT_EQ(q, p) << "the touched object of the class above, not new memory";
+    EXPECT_EQ(malloc_usable_size(q), big) << "a lent object keeps its class";
+    memset(q, 6, big);
+    free(q);                                          // back into its own bin
+    EXPECT_EQ(malloc(big), (void *)p) << "the object went back to the bin of its class";
+    free(p);
+    EXPECT_EQ(hpcmem_check(), 0);
+  }).join();
+}
+
+TEST(_hpcmem_tcache_refill, lends_nothing_from_two_classes_up_or_more) {
+  std::thread([] {
+    size_t small = 2048, far = 3584;                  // classes 36 and 39
+    unsigned c = _hpcmem_size_class(small);
+    ASSERT_EQ(_hpcmem_size_class(far), c + 3);
+    char *p = (char *)malloc(far);
+    ASSERT_NE(p, nullptr);
+    free(p);
+    char *q = (char *)malloc(small);                  // (its span may become class c's: lone_offer)
+    ASSERT_NE(q, nullptr);
+    EXPECT_EQ(malloc_usable_size(q), small) << "an object three classes up is not lent";
+    free(q);
+    EXPECT_EQ(hpcmem_check(), 0);
+  }).join();
+}
+
+TEST(_hpcmem_tcache_refill, lends_nothing_while_the_heap_has_a_free_object_of_the_class) {
+  size_t small = 2048, big = 2560;                    // classes 36 and 37
+  unsigned c = _hpcmem_size_class(small);
+  ASSERT_EQ(_hpcmem_size_class(big), c + 1);
+  hpcmem_heap_t *h = heap0();
+  hpcmem_refill_t r;
+  ASSERT_EQ(_hpcmem_heap_refill(h, c, &r, 1, nullptr, 0), 1u);
+  give_back(h, {r.first});                            // a span of class c with a free object
+  ASSERT_TRUE(heap_has_recycled(h, c));
+  std::thread([&] {
+    char *p = (char *)malloc(big);
+    ASSERT_NE(p, nullptr);
+    free(p);                                          // something to lend
+    void *q = malloc(small);
+    EXPECT_NE(q, (void *)p);
+    EXPECT_EQ(malloc_usable_size(q), small) << "a free object of the heap's class, not a loan";
+    free(q);
+    EXPECT_EQ(hpcmem_check(), 0);
+  }).join();
+}
+
+// A bin whose fresh range is not used up takes the heap's free objects of
+// its class first (they were touched already); the range waits.
+TEST(_hpcmem_tcache_refill, a_bin_with_a_fresh_range_takes_the_heap_s_free_objects_first) {
+  std::thread([] {
+    size_t size = 8192;                               // class 44: a class no test before uses
+    unsigned cls = _hpcmem_size_class(size);
+    size = _hpcmem_class_size[cls];
+    free(malloc(16));
+    hpcmem_tcache_t *t = _hpcmem_tc;
+    hpcmem_heap_t *h = t->heap;
+    ASSERT_FALSE(heap_has_recycled(h, cls)) << "precondition: no free object of the class";
+    _hpcmem_tcache_bin_start(t, cls);
+    hpcmem_bin_t *b = &t->bin[cls];
+    b->max = 8;                                       // a batch: one out, the rest fresh
+    void *p = _hpcmem_tcache_refill(t, cls, nullptr);
+    ASSERT_NE(p, nullptr);
+    ASSERT_GT(b->nfresh, 0u);
+    unsigned nfresh = b->nfresh;
+    char *fresh = t->fresh[cls];
+    hpcmem_refill_t r;                                // another thread's objects of the class, freed
+    ASSERT_GE(_hpcmem_heap_refill(h, cls, &r, 2, nullptr, 0), 1u);
+    std::vector<void *> xs = objects_of(r, size);
+    give_back(h, xs);
+    ASSERT_TRUE(heap_has_recycled(h, cls));
+    void *q = _hpcmem_tcache_refill(t, cls, &cls);
+    EXPECT_NE(std::find(xs.begin(), xs.end(), q), xs.end()) << "a free object of the heap, not a fresh one";
+    EXPECT_EQ(b->nfresh, nfresh) << "the fresh range waits";
+    EXPECT_EQ(t->fresh[cls], fresh);
+    free(q);
+    free(p);
+    EXPECT_EQ(hpcmem_check(), 0);
+  }).join();
+}
+
+TEST(_hpcmem_tcache_refill, lends_nothing_to_an_aligned_request) {
+  std::thread([] {
+    size_t small = 8192, big = 10240;                 // classes 44 and 45: 8192 is 4 KiB aligned, 10240 is not
+    unsigned c = _hpcmem_size_class(small);
+    ASSERT_EQ(_hpcmem_size_class(big), c + 1);
+    void *p = malloc(big);
+    ASSERT_NE(p, nullptr);
+    free(p);
+    void *q = nullptr;
+    ASSERT_EQ(posix_memalign(&q, 4096, small), 0);
+    EXPECT_NE(q, p);
+    EXPECT_EQ((uintptr_t)q % 4096, 0u);
+    free(q);
+    hpcmem_tcache_t *t = _hpcmem_tc;
+    p = malloc(big);                                  // the bin of c + 1 holds one again
+    free(p);
+    void *x = _hpcmem_tcache_refill(t, c, nullptr);   // without got_cls: the class itself
+    ASSERT_NE(x, nullptr);
+    EXPECT_NE(x, p);
+    EXPECT_EQ(malloc_usable_size(x), small);
+    free(x);
+    EXPECT_EQ(hpcmem_check(), 0);
+  }).join();
 }
