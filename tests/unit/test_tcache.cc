@@ -1189,18 +1189,22 @@ TEST(_hpcmem_tcache_refill, lends_an_object_of_the_next_class_up_when_the_class_
     size_t small = 3584, big = 4096;                  // classes 39 and 40
     unsigned c = _hpcmem_size_class(small);
     ASSERT_EQ(_hpcmem_size_class(big), c + 1);
-    char *p = (char *)malloc(big);
+    char *p = (char *)malloc(big), *p2 = (char *)malloc(big);
     ASSERT_NE(p, nullptr);
+    ASSERT_NE(p2, nullptr);
     memset(p, 5, big);
-    free(p);                                          // the slot of the thread's bin of class c + 1
+    free(p2);                                         // the slot of the thread's bin of class c + 1,
+    free(p);                                          // then both on its list, p first
+    ASSERT_EQ(_hpcmem_tc->bin[c + 1].head, (void *)p);
     ASSERT_FALSE(heap_has_recycled(_hpcmem_tc->heap, c)) << "precondition: no free object of class c";
     char *q = (char *)malloc(small);
     EXPECT_EQ(q, p) << "the touched object of the class above, not new memory";
     EXPECT_EQ(malloc_usable_size(q), big) << "a lent object keeps its class";
     memset(q, 6, big);
-    free(q);                                          // back into its own bin
-    EXPECT_EQ(malloc(big), (void *)p) << "the object went back to the bin of its class";
-    free(p);
+    free(q);                                          // put aside (the pending free), then
+    _hpcmem_tcache_pend_flush(_hpcmem_tc);            // into the bin of its class
+    EXPECT_EQ(_hpcmem_tc->bin[c + 1].count, 2u) << "the object went back to the bin of its class";
+    EXPECT_EQ(_hpcmem_tc->bin[c].count, 0u);
     EXPECT_EQ(hpcmem_check(), 0);
   }).join();
 }
@@ -1210,9 +1214,10 @@ TEST(_hpcmem_tcache_refill, lends_nothing_from_two_classes_up_or_more) {
     size_t small = 2048, far = 3584;                  // classes 36 and 39
     unsigned c = _hpcmem_size_class(small);
     ASSERT_EQ(_hpcmem_size_class(far), c + 3);
-    char *p = (char *)malloc(far);
+    char *p = (char *)malloc(far), *p2 = (char *)malloc(far);
     ASSERT_NE(p, nullptr);
-    free(p);
+    free(p2);
+    free(p);                                          // both on the list of class c + 3's bin
     char *q = (char *)malloc(small);                  // (its span may become class c's: lone_offer)
     ASSERT_NE(q, nullptr);
     EXPECT_EQ(malloc_usable_size(q), small) << "an object three classes up is not lent";
@@ -1231,47 +1236,14 @@ TEST(_hpcmem_tcache_refill, lends_nothing_while_the_heap_has_a_free_object_of_th
   give_back(h, {r.first});                            // a span of class c with a free object
   ASSERT_TRUE(heap_has_recycled(h, c));
   std::thread([&] {
-    char *p = (char *)malloc(big);
+    char *p = (char *)malloc(big), *p2 = (char *)malloc(big);
     ASSERT_NE(p, nullptr);
-    free(p);                                          // something to lend
+    free(p2);
+    free(p);                                          // something to lend: a list
     void *q = malloc(small);
     EXPECT_NE(q, (void *)p);
     EXPECT_EQ(malloc_usable_size(q), small) << "a free object of the heap's class, not a loan";
     free(q);
-    EXPECT_EQ(hpcmem_check(), 0);
-  }).join();
-}
-
-// A bin whose fresh range is not used up takes the heap's free objects of
-// its class first (they were touched already); the range waits.
-TEST(_hpcmem_tcache_refill, a_bin_with_a_fresh_range_takes_the_heap_s_free_objects_first) {
-  std::thread([] {
-    size_t size = 8192;                               // class 44: a class no test before uses
-    unsigned cls = _hpcmem_size_class(size);
-    size = _hpcmem_class_size[cls];
-    free(malloc(16));
-    hpcmem_tcache_t *t = _hpcmem_tc;
-    hpcmem_heap_t *h = t->heap;
-    ASSERT_FALSE(heap_has_recycled(h, cls)) << "precondition: no free object of the class";
-    _hpcmem_tcache_bin_start(t, cls);
-    hpcmem_bin_t *b = &t->bin[cls];
-    b->max = 8;                                       // a batch: one out, the rest fresh
-    void *p = _hpcmem_tcache_refill(t, cls, nullptr);
-    ASSERT_NE(p, nullptr);
-    ASSERT_GT(b->nfresh, 0u);
-    unsigned nfresh = b->nfresh;
-    char *fresh = t->fresh[cls];
-    hpcmem_refill_t r;                                // another thread's objects of the class, freed
-    ASSERT_GE(_hpcmem_heap_refill(h, cls, &r, 2, nullptr, 0), 1u);
-    std::vector<void *> xs = objects_of(r, size);
-    give_back(h, xs);
-    ASSERT_TRUE(heap_has_recycled(h, cls));
-    void *q = _hpcmem_tcache_refill(t, cls, &cls);
-    EXPECT_NE(std::find(xs.begin(), xs.end(), q), xs.end()) << "a free object of the heap, not a fresh one";
-    EXPECT_EQ(b->nfresh, nfresh) << "the fresh range waits";
-    EXPECT_EQ(t->fresh[cls], fresh);
-    free(q);
-    free(p);
     EXPECT_EQ(hpcmem_check(), 0);
   }).join();
 }
@@ -1281,22 +1253,57 @@ TEST(_hpcmem_tcache_refill, lends_nothing_to_an_aligned_request) {
     size_t small = 8192, big = 10240;                 // classes 44 and 45: 8192 is 4 KiB aligned, 10240 is not
     unsigned c = _hpcmem_size_class(small);
     ASSERT_EQ(_hpcmem_size_class(big), c + 1);
-    void *p = malloc(big);
+    void *p = malloc(big), *p2 = malloc(big);
     ASSERT_NE(p, nullptr);
-    free(p);
+    ASSERT_NE(p2, nullptr);
+    free(p2);
+    free(p);                                          // a list in the bin of class c + 1
+    hpcmem_tcache_t *t = _hpcmem_tc;
+    ASSERT_EQ(t->bin[c + 1].count, 2u);
+    ASSERT_FALSE(heap_has_recycled(t->heap, c)) << "precondition: no free object of class c";
     void *q = nullptr;
     ASSERT_EQ(posix_memalign(&q, 4096, small), 0);
-    EXPECT_NE(q, p);
+    EXPECT_EQ(malloc_usable_size(q), small) << "an aligned request takes no loan";
     EXPECT_EQ((uintptr_t)q % 4096, 0u);
     free(q);
-    hpcmem_tcache_t *t = _hpcmem_tc;
-    p = malloc(big);                                  // the bin of c + 1 holds one again
-    free(p);
+    EXPECT_EQ(t->bin[c + 1].count, 2u);
     void *x = _hpcmem_tcache_refill(t, c, nullptr);   // without got_cls: the class itself
     ASSERT_NE(x, nullptr);
-    EXPECT_NE(x, p);
     EXPECT_EQ(malloc_usable_size(x), small);
+    EXPECT_EQ(t->bin[c + 1].count, 2u);
     free(x);
     EXPECT_EQ(hpcmem_check(), 0);
   }).join();
+}
+
+// A bin whose fresh range is not used up takes the heap's free objects of
+// its class first (they were touched already); the range waits.
+TEST(_hpcmem_tcache_refill, a_bin_with_a_fresh_range_takes_the_heap_s_free_objects_first) {
+  std::thread([] {
+    size_t size = 8192;                               // class 44
+    unsigned cls = _hpcmem_size_class(size);
+    free(malloc(16));
+    hpcmem_tcache_t *t = _hpcmem_tc;
+    hpcmem_heap_t *h = t->heap;
+    _hpcmem_tcache_bin_start(t, cls);
+    hpcmem_refill_t r;
+    std::vector<void *> given;                        // the heap's free objects of the class, then
+    do {                                              // fresh ones: the last refill's range
+      ASSERT_GE(_hpcmem_heap_refill(h, cls, &r, 4, nullptr, 0), 1u);
+      given.push_back(r.first);
+      for (void *p = r.list; p; p = *(void **)p) given.push_back(p);
+    } while (r.nfresh == 0);
+    hpcmem_bin_t *b = &t->bin[cls];
+    t->fresh[cls] = r.fresh;                          // the bin's fresh range
+    b->nfresh = r.nfresh;
+    unsigned nfresh = b->nfresh;
+    give_back(h, given);                              // freed: the heap has recycled objects
+    ASSERT_TRUE(heap_has_recycled(h, cls));
+    void *q = _hpcmem_tcache_refill(t, cls, &cls);
+    EXPECT_NE(std::find(given.begin(), given.end(), q), given.end()) << "a free object of the heap, not a fresh one";
+    EXPECT_EQ(b->nfresh, nfresh) << "the fresh range waits";
+    EXPECT_EQ(t->fresh[cls], r.fresh);
+    free(q);
+    EXPECT_EQ(hpcmem_check(), 0);
+  }).join();                                          // the exit gives the range back unwritten
 }
