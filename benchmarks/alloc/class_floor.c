@@ -14,8 +14,9 @@
  *     instead, plus fragmentation);
  *   - for alloc_churn, the touched bytes when a class with no free object
  *     takes a free one of the next LOANS classes up instead of a new one,
- *     as the thread caches' loans do (src/heap/tcache.c; LOANS, default 2,
- *     is the optional fifth argument);
+ *     except every GROW-th time, as the thread caches' loans do
+ *     (src/heap/tcache.c; LOANS, default 2, and GROW, default 1024, 0 for
+ *     never, are the optional fifth and sixth arguments);
  *   - for alloc_threads, the sum over threads and classes of each thread's
  *     class high-water marks: what thread caches cost that keep every
  *     object their thread freed for that thread's next malloc of the class
@@ -26,7 +27,7 @@
  *
  *   gcc -O2 -Ibenchmarks/alloc -Isrc -Iinclude benchmarks/alloc/class_floor.c \
  *       src/heap/sizeclass.c -o class_floor
- *   ./class_floor churn 8 1024 100M [LOANS]    # alloc_churn --min 8 --max 1K --live 10000 --ops 100M
+ *   ./class_floor churn 8 1024 100M [LOANS [GROW]]   # alloc_churn --min 8 --max 1K --live 10000 --ops 100M
  *   ./class_floor local 8 1024 40M 16          # alloc_threads --mode local --threads 16 --ops 40M
  *
  * docs/footprint.md ("Peak RSS of the small-object benchmarks") uses its figures.
@@ -71,8 +72,8 @@ static size_t thread_size(uint64_t id, uint64_t min, uint64_t max)
  * own, or one up to `loans` classes above it that had a free object when
  * its own had none); touched bytes only grow. */
 struct lending {
-    unsigned loans;
-    long touched[NCLS], free[NCLS];
+    unsigned loans, grow;
+    long touched[NCLS], free[NCLS], tries[NCLS];
     double bytes, peak;
 };
 
@@ -80,8 +81,9 @@ static uint8_t lend_alloc(struct lending *l, size_t n)
 {
     unsigned c = _hpcmem_size_class(n);
     if (l->free[c] > 0) { l->free[c]--; return (uint8_t)c; }
-    for (unsigned k = c + 1; k <= c + l->loans && k < NCLS; k++)
-        if (l->free[k] > 0) { l->free[k]--; return (uint8_t)k; }
+    if (!l->grow || ++l->tries[c] % l->grow != 0)
+        for (unsigned k = c + 1; k <= c + l->loans && k < NCLS; k++)
+            if (l->free[k] > 0) { l->free[k]--; return (uint8_t)k; }
     l->touched[c]++;
     l->bytes += _hpcmem_class_size[c];
     if (l->bytes > l->peak) l->peak = l->bytes;
@@ -165,6 +167,7 @@ int main(int argc, char **argv)
     unsigned threads = 0;
     if (strcmp(argv[1], "churn") == 0) {
         lend.loans = argc > 5 ? (unsigned)bench_parse_count("LOANS", argv[5]) : 2;
+        lend.grow = argc > 6 ? (unsigned)bench_parse_count("GROW", argv[6]) : 1024;
         if (lend.loans > 8)
             bench_usage_error("LOANS: 0..8");
         churn(&t, &lend, min, max, 10000, ops);
@@ -184,7 +187,8 @@ int main(int argc, char **argv)
     printf("size classes: %.0f KiB live now; sum of the classes' high-water marks %.0f KiB\n", now / 1024, floor / 1024);
     printf("glibc chunks: %.0f KiB now, %.0f KiB at most\n", t.glibc / 1024, t.glibc_max / 1024);
     if (lend.peak > 0)
-        printf("size classes lending up to %u classes up: %.0f KiB touched\n", lend.loans, lend.peak / 1024);
+        printf("size classes lending up to %u classes up, a class growing every %u-th try (0: never): %.0f KiB touched\n",
+               lend.loans, lend.grow, lend.peak / 1024);
     if (per) {
         double own = 0;
         for (unsigned w = 0; w < threads; w++)

@@ -287,6 +287,16 @@ static int first_written;
  * lock, as lone_offer's; a list a flush puts there meanwhile waits for the
  * next refill. */
 #define LOAN_CLASSES 2
+/* A class whose deficit lasts -- a program that now keeps more of its
+ * objects than before -- would borrow on every malloc that finds its bin
+ * empty, each a call of the slow path (about 8 ns more than a hit): the
+ * producer/consumer ring of one thread borrowed on 7.5 % of its mallocs and
+ * lost 6 % of its speed.  So every LOAN_GROW-th look for a loan of a class
+ * takes a fresh object instead: the class grows by one object then, and its
+ * loans thin out as it reaches what the program keeps (the ring: 8,900 loans
+ * in 20 M mallocs with 256).  The replay (class_floor) of the churn, 100 M
+ * calls: 5,915 KiB with 256, 5,834 with 1,024, 5,759 never. */
+#define LOAN_GROW 1024
 static int has_recycled(hpcmem_heap_t *h, unsigned cls) {
   return __atomic_load_n(&h->partial[cls], __ATOMIC_RELAXED) || __atomic_load_n(&h->stash_count[cls], __ATOMIC_RELAXED);
 }
@@ -328,7 +338,7 @@ void *_hpcmem_tcache_refill(hpcmem_tcache_t *t, unsigned cls, unsigned *got_cls)
   void *p;
   int keep_fresh = b->nfresh != 0;
   if (!has_recycled(t->heap, cls)) {
-    if (got_cls && (p = loan(t, cls, got_cls)) != NULL) return p;
+    if (got_cls && ++t->loan_tries[cls] % LOAN_GROW != 0 && (p = loan(t, cls, got_cls)) != NULL) return p;
     if (keep_fresh) goto fresh;
   }
   if (!((t->started >> cls) & 1)) { /* first use: one object, untouched when fresh */

@@ -100,6 +100,7 @@ typedef struct hpcmem_tcache {
   uint64_t started;                /* classes this thread has used (refilled or freed into) */
   uint64_t lent, kept_hot;         /* classes whose lone object went to a new class's span; those
                                       that needed it back (tcache.c: lend_lone) */
+  uint16_t loan_tries[HPCMEM_NCLASSES];  /* looks for a loan, by class (tcache.c: LOAN_GROW) */
   uint32_t bin_events;             /* refills and flushes since then */
   struct hpcmem_tcache *next_all;  /* registry of live caches */
   int live;

@@ -1209,6 +1209,37 @@ TEST(_hpcmem_tcache_refill, lends_an_object_of_the_next_class_up_when_the_class_
   }).join();
 }
 
+// A class that keeps borrowing grows by one object of its own every 1,024th
+// look for a loan (LOAN_GROW), so that a lasting deficit stops costing a slow
+// call a malloc.
+TEST(_hpcmem_tcache_refill, a_class_that_keeps_borrowing_grows_every_1024th_time) {
+  std::thread([] {
+    size_t small = 3584, big = 4096;                  // classes 39 and 40, as above (39 has no free object)
+    unsigned c = _hpcmem_size_class(small);
+    void *p = malloc(big), *p2 = malloc(big);
+    free(p2);
+    free(p);                                          // a list in the bin of class c + 1
+    hpcmem_tcache_t *t = _hpcmem_tc;
+    ASSERT_FALSE(heap_has_recycled(t->heap, c)) << "precondition: no free object of class c";
+    unsigned tries = t->loan_tries[c], n = 0;
+    size_t got;
+    do {
+      void *q = malloc(small);
+      ASSERT_NE(q, nullptr);
+      got = malloc_usable_size(q);
+      free(q);
+      _hpcmem_tcache_pend_flush(t);                  // a lent object back onto its bin's list
+      n++;
+    } while (got == big && n <= 2048);
+    EXPECT_EQ(got, small) << "the class grew";
+    EXPECT_EQ((tries + n) % 1024, 0u) << "after " << n << " calls, from " << tries << " looks";
+    void *q = malloc(small);
+    EXPECT_EQ(malloc_usable_size(q), small) << "its own object, freed into its bin, serves it now";
+    free(q);
+    EXPECT_EQ(hpcmem_check(), 0);
+  }).join();
+}
+
 TEST(_hpcmem_tcache_refill, lends_nothing_from_two_classes_up_or_more) {
   std::thread([] {
     size_t small = 2048, far = 3584;                  // classes 36 and 39
