@@ -614,11 +614,14 @@ _Static_assert(sizeof(hpcmem_bin_t) == 32 && sizeof(hpcmem_class_geom_t) == 32 &
 /* The hits themselves, shared by the fast paths and their settling paths. */
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
-/* An object from bin b: the list's head, else the slot's object (not
- * written: no key to clear); NULL when both are empty.  The bin's fresh
- * range is the refill's to hand out (heap/tcache.c): each fresh object
- * comes after a look for recycled ones. */
-static ALWAYS_INLINE void *bin_take(hpcmem_bin_t *b) {
+/* An object from bin b (class c): the list's head, else the slot's object,
+ * else a fresh one while the lists of the next two classes' bins are empty
+ * (neither was written: no key to clear); NULL otherwise.  With an object
+ * on either list, the refill lends it instead of touching new memory
+ * (heap/tcache.c, loan).  Handing fresh objects out here keeps a program
+ * that only allocates on the fast path: through the refill, each cost
+ * 6.6 ns more (4 M mallocs of 48 B, 10 -> 16.5 ns). */
+static ALWAYS_INLINE void *bin_take(hpcmem_tcache_t *t, hpcmem_bin_t *b, unsigned c) {
   void *p = b->head;
   if (HPCMEM_LIKELY(p != NULL)) {
     void *next = *(void **)p;
@@ -628,6 +631,10 @@ static ALWAYS_INLINE void *bin_take(hpcmem_bin_t *b) {
     ((uint64_t *)p)[1] = 0;                    /* not a cached object any more */
   } else if ((p = b->slot) != NULL) {
     b->slot = NULL;
+  } else if (HPCMEM_LIKELY(b->nfresh != 0) && !b[1].head && !b[2].head) {
+    p = t->fresh[c];
+    t->fresh[c] = (char *)p + _hpcmem_class_size[c];
+    b->nfresh--;
   }
   return p;
 }
@@ -703,7 +710,7 @@ HPCMEM_NOINLINE static void *malloc_settle(size_t n) {
     uint64_t weight = 0, t0 = time_start(&t->time_alloc, &t->timed_alloc, _hpcmem_tcache_n_alloc(t), &weight);
     unsigned c = _hpcmem_size_class(n);       /* n < fast_lim: the fast path came here */
     hpcmem_bin_t *b = &t->bin[c];
-    void *p = bin_take(b);
+    void *p = bin_take(t, b, c);
     if (p) {
       t->n_alloc++;
       t->b_alloc += b->step >> 32;
@@ -738,7 +745,7 @@ static ALWAYS_INLINE void *malloc_hit(hpcmem_tcache_t *t, size_t k, size_t n) {
   hpcmem_bin_t *b = (hpcmem_bin_t *)((uint64_t *)t->bin + k);
   uint64_t left = t->acct_alloc - b->step;
   if (HPCMEM_UNLIKELY((int64_t)left < 0)) return malloc_settle(n);
-  void *p = bin_take(b);
+  void *p = bin_take(t, b, HPCMEM_KEY_CLASS(k));
   if (HPCMEM_UNLIKELY(p == NULL)) return malloc_refill(n);
   t->acct_alloc = left;
   return p;

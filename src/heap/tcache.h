@@ -61,7 +61,8 @@ typedef struct hpcmem_tcache {
   const uint8_t *classmap;         /* the slice's part of _hpcmem_heaps.classmap */
   uint64_t acct_alloc, acct_free;  /* accounting words (see HPCMEM_ACCT_CALLS) */
   union {
-    hpcmem_bin_t bin[HPCMEM_NCLASSES];
+    hpcmem_bin_t bin[HPCMEM_NCLASSES + 2];   /* and two empty ones past the last class, which
+                                                bin_take's look at the next two classes reads (api/alloc.c) */
     /* class 0 has no objects: its bin's room on the first line holds the
      * pending free.  free's hit puts its object aside here and pushes the
      * one put aside before onto that one's bin, whose address was known
@@ -166,8 +167,10 @@ static inline void _hpcmem_tcache_set_budgets(hpcmem_tcache_t *t, int64_t drift)
 }
 /* The calling thread's cache, created on first use (NULL only when out of memory). */
 hpcmem_tcache_t *_hpcmem_tcache_get(void);
-/* Refill the empty bin cls (slot and list); returns an object that does not
- * carry the free key (a fresh one is not written) or NULL (out of memory).
+/* An object of class cls for a bin whose list and slot are empty: a loan
+ * (below), one of the bin's fresh range, or the first of a refill of the
+ * bin from the group heap; it does not carry the free key (a fresh one is
+ * not written); NULL when out of memory.
  * With got_cls, the object may be one of a class just above cls, lent from
  * the thread's own bins while cls has nothing free (tcache.c, loan):
  * *got_cls is the object's class.  Without (NULL), it is of class cls (an

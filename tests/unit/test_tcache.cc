@@ -1177,11 +1177,44 @@ TEST(_hpcmem_tcache_flush, goes_to_the_spans_with_few_threads_a_cpu) {
 }
 
 // Loans (tcache.c): a class with nothing free in the thread's reach takes a
-// recycled object of one of the next two classes from the thread's own bins
-// instead of touching new memory.  Each test runs in a thread of its own
-// (empty bins) on classes no other test here uses.
+// recycled object of one of the next two classes from the list of the
+// thread's own bin instead of touching new memory.  Each test runs in a
+// thread of its own (empty bins) and first takes the heap's free objects of
+// the class it asks for out of the way (Drained), so that it does not depend
+// on what the tests before it left there.
 namespace {
 bool heap_has_recycled(const hpcmem_heap_t *h, unsigned cls) { return h->partial[cls] || h->stash_count[cls]; }
+
+// Holds every free object of class cls that heap h had (its spans' free
+// lists and its stash), and gives them back when it goes.
+struct Drained {
+  hpcmem_heap_t *h;
+  std::vector<void *> objs;
+  Drained(hpcmem_heap_t *heap, unsigned cls) : h(heap) {
+    hpcmem_refill_t r;
+    while (_hpcmem_heap_refill(h, cls, &r, 64, nullptr, 1) != 0) {
+      objs.push_back(r.first);
+      for (void *p = r.list; p; p = *(void **)p) objs.push_back(p);
+    }
+  }
+  ~Drained() {
+    if (!objs.empty()) give_back(h, objs);
+  }
+};
+
+// The calling thread's cache, its bin of class cls + 1 holding two objects
+// on its list (a slot's lone object is not lent), and no loan look due to
+// grow the class instead.
+hpcmem_tcache_t *two_on_the_list_above(unsigned cls, void **first) {
+  size_t big = _hpcmem_class_size[cls + 1];
+  void *p = malloc(big), *p2 = malloc(big);
+  free(p2);                                          // the slot,
+  free(p);                                           // then both on the list, p first
+  hpcmem_tcache_t *t = _hpcmem_tc;
+  t->loan_tries[cls] = 0;
+  if (first) *first = p;
+  return t;
+}
 }  // namespace
 
 TEST(_hpcmem_tcache_refill, lends_an_object_of_the_next_class_up_when_the_class_has_none_free) {
@@ -1189,22 +1222,19 @@ TEST(_hpcmem_tcache_refill, lends_an_object_of_the_next_class_up_when_the_class_
     size_t small = 3584, big = 4096;                  // classes 39 and 40
     unsigned c = _hpcmem_size_class(small);
     ASSERT_EQ(_hpcmem_size_class(big), c + 1);
-    char *p = (char *)malloc(big), *p2 = (char *)malloc(big);
-    ASSERT_NE(p, nullptr);
-    ASSERT_NE(p2, nullptr);
-    memset(p, 5, big);
-    free(p2);                                         // the slot of the thread's bin of class c + 1,
-    free(p);                                          // then both on its list, p first
-    ASSERT_EQ(_hpcmem_tc->bin[c + 1].head, (void *)p);
-    ASSERT_FALSE(heap_has_recycled(_hpcmem_tc->heap, c)) << "precondition: no free object of class c";
+    void *p;
+    hpcmem_tcache_t *t = two_on_the_list_above(c, &p);
+    ASSERT_EQ(t->bin[c + 1].head, p);
+    Drained d(t->heap, c);
+    ASSERT_FALSE(heap_has_recycled(t->heap, c));
     char *q = (char *)malloc(small);
     EXPECT_EQ(q, p) << "the touched object of the class above, not new memory";
     EXPECT_EQ(malloc_usable_size(q), big) << "a lent object keeps its class";
     memset(q, 6, big);
     free(q);                                          // put aside (the pending free), then
-    _hpcmem_tcache_pend_flush(_hpcmem_tc);            // into the bin of its class
-    EXPECT_EQ(_hpcmem_tc->bin[c + 1].count, 2u) << "the object went back to the bin of its class";
-    EXPECT_EQ(_hpcmem_tc->bin[c].count, 0u);
+    _hpcmem_tcache_pend_flush(t);                     // into the bin of its class
+    EXPECT_EQ(t->bin[c + 1].count, 2u) << "the object went back to the bin of its class";
+    EXPECT_EQ(t->bin[c].count, 0u);
     EXPECT_EQ(hpcmem_check(), 0);
   }).join();
 }
@@ -1214,14 +1244,12 @@ TEST(_hpcmem_tcache_refill, lends_an_object_of_the_next_class_up_when_the_class_
 // call a malloc.
 TEST(_hpcmem_tcache_refill, a_class_that_keeps_borrowing_grows_every_1024th_time) {
   std::thread([] {
-    size_t small = 3584, big = 4096;                  // classes 39 and 40, as above (39 has no free object)
+    size_t small = 3584, big = 4096;                  // classes 39 and 40
     unsigned c = _hpcmem_size_class(small);
-    void *p = malloc(big), *p2 = malloc(big);
-    free(p2);
-    free(p);                                          // a list in the bin of class c + 1
-    hpcmem_tcache_t *t = _hpcmem_tc;
-    ASSERT_FALSE(heap_has_recycled(t->heap, c)) << "precondition: no free object of class c";
-    unsigned tries = t->loan_tries[c], n = 0;
+    hpcmem_tcache_t *t = two_on_the_list_above(c, nullptr);
+    Drained d(t->heap, c);
+    ASSERT_FALSE(heap_has_recycled(t->heap, c));
+    unsigned n = 0;
     size_t got;
     do {
       void *q = malloc(small);
@@ -1232,7 +1260,7 @@ TEST(_hpcmem_tcache_refill, a_class_that_keeps_borrowing_grows_every_1024th_time
       n++;
     } while (got == big && n <= 2048);
     EXPECT_EQ(got, small) << "the class grew";
-    EXPECT_EQ((tries + n) % 1024, 0u) << "after " << n << " calls, from " << tries << " looks";
+    EXPECT_EQ(n, 1024u) << "the 1,024th look took a fresh object";
     void *q = malloc(small);
     EXPECT_EQ(malloc_usable_size(q), small) << "its own object, freed into its bin, serves it now";
     free(q);
@@ -1240,40 +1268,41 @@ TEST(_hpcmem_tcache_refill, a_class_that_keeps_borrowing_grows_every_1024th_time
   }).join();
 }
 
-TEST(_hpcmem_tcache_refill, lends_nothing_from_two_classes_up_or_more) {
+TEST(_hpcmem_tcache_refill, lends_nothing_from_three_classes_up) {
   std::thread([] {
     size_t small = 2048, far = 3584;                  // classes 36 and 39
     unsigned c = _hpcmem_size_class(small);
     ASSERT_EQ(_hpcmem_size_class(far), c + 3);
-    char *p = (char *)malloc(far), *p2 = (char *)malloc(far);
-    ASSERT_NE(p, nullptr);
+    void *p = malloc(far), *p2 = malloc(far);
     free(p2);
     free(p);                                          // both on the list of class c + 3's bin
+    hpcmem_tcache_t *t = _hpcmem_tc;
+    t->loan_tries[c] = 0;
+    Drained d(t->heap, c);
+    ASSERT_FALSE(heap_has_recycled(t->heap, c));
     char *q = (char *)malloc(small);                  // (its span may become class c's: lone_offer)
     ASSERT_NE(q, nullptr);
     EXPECT_EQ(malloc_usable_size(q), small) << "an object three classes up is not lent";
+    EXPECT_EQ(t->bin[c + 3].count, 2u);
     free(q);
     EXPECT_EQ(hpcmem_check(), 0);
   }).join();
 }
 
 TEST(_hpcmem_tcache_refill, lends_nothing_while_the_heap_has_a_free_object_of_the_class) {
-  size_t small = 2048, big = 2560;                    // classes 36 and 37
-  unsigned c = _hpcmem_size_class(small);
-  ASSERT_EQ(_hpcmem_size_class(big), c + 1);
-  hpcmem_heap_t *h = heap0();
-  hpcmem_refill_t r;
-  ASSERT_EQ(_hpcmem_heap_refill(h, c, &r, 1, nullptr, 0), 1u);
-  give_back(h, {r.first});                            // a span of class c with a free object
-  ASSERT_TRUE(heap_has_recycled(h, c));
-  std::thread([&] {
-    char *p = (char *)malloc(big), *p2 = (char *)malloc(big);
-    ASSERT_NE(p, nullptr);
-    free(p2);
-    free(p);                                          // something to lend: a list
+  std::thread([] {
+    size_t small = 2048, big = 2560;                  // classes 36 and 37
+    unsigned c = _hpcmem_size_class(small);
+    ASSERT_EQ(_hpcmem_size_class(big), c + 1);
+    hpcmem_tcache_t *t = two_on_the_list_above(c, nullptr);
+    hpcmem_heap_t *h = t->heap;
+    hpcmem_refill_t r;
+    ASSERT_EQ(_hpcmem_heap_refill(h, c, &r, 1, nullptr, 0), 1u);
+    give_back(h, {r.first});                          // a free object of class c in the thread's heap
+    ASSERT_TRUE(heap_has_recycled(h, c));
     void *q = malloc(small);
-    EXPECT_NE(q, (void *)p);
     EXPECT_EQ(malloc_usable_size(q), small) << "a free object of the heap's class, not a loan";
+    EXPECT_EQ(t->bin[c + 1].count, 2u);
     free(q);
     EXPECT_EQ(hpcmem_check(), 0);
   }).join();
@@ -1284,25 +1313,19 @@ TEST(_hpcmem_tcache_refill, lends_nothing_to_an_aligned_request) {
     size_t small = 8192, big = 10240;                 // classes 44 and 45: 8192 is 4 KiB aligned, 10240 is not
     unsigned c = _hpcmem_size_class(small);
     ASSERT_EQ(_hpcmem_size_class(big), c + 1);
-    void *p = malloc(big), *p2 = malloc(big);
-    ASSERT_NE(p, nullptr);
-    ASSERT_NE(p2, nullptr);
-    free(p2);
-    free(p);                                          // a list in the bin of class c + 1
-    hpcmem_tcache_t *t = _hpcmem_tc;
-    ASSERT_EQ(t->bin[c + 1].count, 2u);
-    ASSERT_FALSE(heap_has_recycled(t->heap, c)) << "precondition: no free object of class c";
+    hpcmem_tcache_t *t = two_on_the_list_above(c, nullptr);
+    Drained d(t->heap, c);
+    ASSERT_FALSE(heap_has_recycled(t->heap, c));
     void *q = nullptr;
     ASSERT_EQ(posix_memalign(&q, 4096, small), 0);
     EXPECT_EQ(malloc_usable_size(q), small) << "an aligned request takes no loan";
     EXPECT_EQ((uintptr_t)q % 4096, 0u);
-    free(q);
     EXPECT_EQ(t->bin[c + 1].count, 2u);
-    void *x = _hpcmem_tcache_refill(t, c, nullptr);   // without got_cls: the class itself
-    ASSERT_NE(x, nullptr);
+    void *x = memalign(64, small);
     EXPECT_EQ(malloc_usable_size(x), small);
     EXPECT_EQ(t->bin[c + 1].count, 2u);
     free(x);
+    free(q);
     EXPECT_EQ(hpcmem_check(), 0);
   }).join();
 }
@@ -1325,16 +1348,53 @@ TEST(_hpcmem_tcache_refill, a_bin_with_a_fresh_range_takes_the_heap_s_free_objec
       for (void *p = r.list; p; p = *(void **)p) given.push_back(p);
     } while (r.nfresh == 0);
     hpcmem_bin_t *b = &t->bin[cls];
-    t->fresh[cls] = r.fresh;                          // the bin's fresh range
+    t->fresh[cls] = r.fresh;                          // the bin's fresh range (list and slot empty)
     b->nfresh = r.nfresh;
     unsigned nfresh = b->nfresh;
     give_back(h, given);                              // freed: the heap has recycled objects
     ASSERT_TRUE(heap_has_recycled(h, cls));
-    void *q = _hpcmem_tcache_refill(t, cls, &cls);
+    unsigned got_cls = cls;
+    void *q = _hpcmem_tcache_refill(t, cls, &got_cls);
     EXPECT_NE(std::find(given.begin(), given.end(), q), given.end()) << "a free object of the heap, not a fresh one";
+    EXPECT_EQ(got_cls, cls);
     EXPECT_EQ(b->nfresh, nfresh) << "the fresh range waits";
     EXPECT_EQ(t->fresh[cls], r.fresh);
     free(q);
     EXPECT_EQ(hpcmem_check(), 0);
   }).join();                                          // the exit gives the range back unwritten
+}
+
+// malloc's fast path hands out the bin's fresh objects only while the lists
+// of the next two classes' bins are empty; else the refill lends one of
+// theirs (touched already) and the fresh range waits.
+TEST(malloc, takes_a_fresh_object_only_while_the_next_two_classes_have_none_free) {
+  std::thread([] {
+    size_t small = 3584, big = 4096;                  // classes 39 and 40
+    unsigned c = _hpcmem_size_class(small);
+    std::vector<void *> keep;
+    free(malloc(16));
+    hpcmem_tcache_t *t = _hpcmem_tc;
+    Drained d(t->heap, c);
+    hpcmem_bin_t *b = &t->bin[c];
+    while (b->nfresh < 2 && keep.size() < 64) keep.push_back(malloc(small));   // refills grow: a fresh range
+    ASSERT_GE(b->nfresh, 2u);
+    ASSERT_EQ(b->head, nullptr);
+    ASSERT_EQ(b->slot, nullptr);
+    unsigned nfresh = b->nfresh;
+    char *next = t->fresh[c];
+    void *p = malloc(small);                          // nothing above: fresh, on the fast path
+    EXPECT_EQ(p, (void *)next);
+    EXPECT_EQ(b->nfresh, nfresh - 1);
+    void *a = malloc(big), *a2 = malloc(big);
+    free(a2);
+    free(a);                                          // a list in the bin of class c + 1
+    t->loan_tries[c] = 0;
+    void *q = malloc(small);
+    EXPECT_EQ(q, a) << "a loan, not a fresh object";
+    EXPECT_EQ(b->nfresh, nfresh - 1) << "the fresh range waits";
+    free(q);
+    free(p);
+    for (void *k : keep) free(k);
+    EXPECT_EQ(hpcmem_check(), 0);
+  }).join();
 }
