@@ -1202,11 +1202,11 @@ struct Drained {
   }
 };
 
-// The calling thread's cache, its bin of class cls + 1 holding two objects
-// on its list (a slot's lone object is not lent), and no loan look due to
-// grow the class instead.
-hpcmem_tcache_t *two_on_the_list_above(unsigned cls, void **first) {
-  size_t big = _hpcmem_class_size[cls + 1];
+// The calling thread's cache, its bin of class `lender` holding two objects
+// on its list (a slot's lone object is not lent), and no look for a loan of
+// class cls due to grow the class instead.
+hpcmem_tcache_t *two_on_the_list_of(unsigned lender, unsigned cls, void **first) {
+  size_t big = _hpcmem_class_size[lender];
   void *p = malloc(big), *p2 = malloc(big);
   free(p2);                                          // the slot,
   free(p);                                           // then both on the list, p first
@@ -1223,7 +1223,7 @@ TEST(_hpcmem_tcache_refill, lends_an_object_of_the_next_class_up_when_the_class_
     unsigned c = _hpcmem_size_class(small);
     ASSERT_EQ(_hpcmem_size_class(big), c + 1);
     void *p;
-    hpcmem_tcache_t *t = two_on_the_list_above(c, &p);
+    hpcmem_tcache_t *t = two_on_the_list_of(c + 1, c, &p);
     ASSERT_EQ(t->bin[c + 1].head, p);
     Drained d(t->heap, c);
     ASSERT_FALSE(heap_has_recycled(t->heap, c));
@@ -1246,7 +1246,7 @@ TEST(_hpcmem_tcache_refill, a_class_that_keeps_borrowing_grows_every_1024th_time
   std::thread([] {
     size_t small = 3584, big = 4096;                  // classes 39 and 40
     unsigned c = _hpcmem_size_class(small);
-    hpcmem_tcache_t *t = two_on_the_list_above(c, nullptr);
+    hpcmem_tcache_t *t = two_on_the_list_of(c + 1, c, nullptr);
     Drained d(t->heap, c);
     ASSERT_FALSE(heap_has_recycled(t->heap, c));
     unsigned n = 0;
@@ -1273,11 +1273,7 @@ TEST(_hpcmem_tcache_refill, lends_nothing_from_three_classes_up) {
     size_t small = 2048, far = 3584;                  // classes 36 and 39
     unsigned c = _hpcmem_size_class(small);
     ASSERT_EQ(_hpcmem_size_class(far), c + 3);
-    void *p = malloc(far), *p2 = malloc(far);
-    free(p2);
-    free(p);                                          // both on the list of class c + 3's bin
-    hpcmem_tcache_t *t = _hpcmem_tc;
-    t->loan_tries[c] = 0;
+    hpcmem_tcache_t *t = two_on_the_list_of(c + 3, c, nullptr);
     Drained d(t->heap, c);
     ASSERT_FALSE(heap_has_recycled(t->heap, c));
     char *q = (char *)malloc(small);                  // (its span may become class c's: lone_offer)
@@ -1294,7 +1290,7 @@ TEST(_hpcmem_tcache_refill, lends_nothing_while_the_heap_has_a_free_object_of_th
     size_t small = 2048, big = 2560;                  // classes 36 and 37
     unsigned c = _hpcmem_size_class(small);
     ASSERT_EQ(_hpcmem_size_class(big), c + 1);
-    hpcmem_tcache_t *t = two_on_the_list_above(c, nullptr);
+    hpcmem_tcache_t *t = two_on_the_list_of(c + 1, c, nullptr);
     hpcmem_heap_t *h = t->heap;
     hpcmem_refill_t r;
     ASSERT_EQ(_hpcmem_heap_refill(h, c, &r, 1, nullptr, 0), 1u);
@@ -1313,7 +1309,7 @@ TEST(_hpcmem_tcache_refill, lends_nothing_to_an_aligned_request) {
     size_t small = 8192, big = 10240;                 // classes 44 and 45: 8192 is 4 KiB aligned, 10240 is not
     unsigned c = _hpcmem_size_class(small);
     ASSERT_EQ(_hpcmem_size_class(big), c + 1);
-    hpcmem_tcache_t *t = two_on_the_list_above(c, nullptr);
+    hpcmem_tcache_t *t = two_on_the_list_of(c + 1, c, nullptr);
     Drained d(t->heap, c);
     ASSERT_FALSE(heap_has_recycled(t->heap, c));
     void *q = nullptr;
