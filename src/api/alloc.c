@@ -633,7 +633,7 @@ static ALWAYS_INLINE void *bin_take(hpcmem_tcache_t *t, hpcmem_bin_t *b, unsigne
     b->slot = NULL;
   } else if (HPCMEM_LIKELY(b->nfresh != 0) && !b[1].head && !b[2].head) {
     p = t->fresh[c];
-    t->fresh[c] = (char *)p + _hpcmem_class_size[c];
+    t->fresh[c] = (char *)p + _hpcmem_class_size[c];   /* not b->step: the hit's subtraction keeps its load */
     b->nfresh--;
   }
   return p;

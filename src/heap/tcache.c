@@ -280,8 +280,8 @@ static int first_written;
  * neighbours above have nothing free either.  Each class otherwise peaks on
  * its own, where glibc's one memory for all sizes peaks with the sum
  * (docs/footprint.md): the churn of 8 B - 1 KiB touched 6,304 KiB for 5,168
- * KiB live; lending over two classes, 5,759 KiB (benchmarks/alloc/
- * class_floor's replay).  The object keeps its class: free finds it by its
+ * KiB live; lending over two classes, 5,834 KiB (benchmarks/alloc/
+ * class_floor's replay; LOAN_GROW below).  The object keeps its class: free finds it by its
  * address and puts it into its own bin.  Only objects on the bins' lists
  * are lent (a fresh one would touch new memory all the same; a slot's lone
  * object may empty its span for a new class instead, lone_offer), and only
@@ -292,6 +292,7 @@ static int first_written;
  * two may so get an object that is not aligned to its size (malloc promises
  * 16 bytes, as glibc's). */
 #define LOAN_CLASSES 2
+_Static_assert(LOAN_CLASSES == 2, "bin_take (api/alloc.c) and the bins past the last class (tcache.h) are for two");
 /* A class whose deficit lasts -- a program that now keeps more of its
  * objects than before -- would borrow on every malloc that finds its bin
  * empty, each a call of the slow path (about 8 ns more than a hit): the
