@@ -2002,7 +2002,7 @@ static int grow_in_place(hpcmem_large_t *L, rec_t *r, char *new_end) {
   return 0;
 }
 
-int _hpcmem_large_resize(hpcmem_large_t *L, void *p, size_t new_size) {
+int _hpcmem_large_resize(hpcmem_large_t *L, void *p, size_t new_size, int64_t *delta) {
   rec_t *r;
   _hpcmem_lock_st(&L->lock);
   if (lookup(L, p, &r)) {
@@ -2038,6 +2038,7 @@ int _hpcmem_large_resize(hpcmem_large_t *L, void *p, size_t new_size) {
   if (!rc) {
     mark_ends(L, r, new_size);
     if (in_huge_arena(L, r)) thp_advise(L, r);
+    if (delta) *delta = (int64_t)usable(r) - (int64_t)old;
     L->live_bytes = L->live_bytes - old + usable(r);
     L->resize_count++;
     DEBUG_LOCAL(L, r);

@@ -229,8 +229,9 @@ void *_hpcmem_large_alloc_zeroed(hpcmem_large_t *L, size_t size, size_t align, s
 int _hpcmem_large_free(hpcmem_large_t *L, void *p, size_t *size_out);
 /* Resize in place: shrink (the tail is split off when large enough) or
  * grow into a free next neighbour or at the end of the region.  0 done,
- * -ENOMEM cannot (the caller moves the data), -EINVAL bad p. */
-int _hpcmem_large_resize(hpcmem_large_t *L, void *p, size_t new_size);
+ * -ENOMEM cannot (the caller moves the data), -EINVAL bad p.  When done,
+ * *delta (may be NULL) receives the change of the block's usable size. */
+int _hpcmem_large_resize(hpcmem_large_t *L, void *p, size_t new_size, int64_t *delta);
 /* Usable bytes of a live block, 0 if p is not one. */
 size_t _hpcmem_large_usable_size(hpcmem_large_t *L, const void *p);
 /* Decay pass: free pages that stayed unused for decay_ns before now_ns

@@ -264,11 +264,9 @@ size_t _hpcmem_seg_usable(hpcmem_segment_t *s, const void *p) {
 int _hpcmem_seg_resize(hpcmem_segment_t *s, void *p, size_t n, int64_t *delta) {
   if (!in_own_part(s, p)) return -EPERM;
   if (forked_child && _hpcmem_seg_id(s) == HPCMEM_SEG_SHARED) return -ENOMEM;
-  size_t before = _hpcmem_large_usable_size(&s->tier, p);
-  int rc = _hpcmem_large_resize(&s->tier, p, n);
+  int64_t d = 0;
+  int rc = _hpcmem_large_resize(&s->tier, p, n, &d);
   if (rc < 0) return rc;
-  size_t after = _hpcmem_large_usable_size(&s->tier, p);
-  int64_t d = (int64_t)after - (int64_t)before;
   if (d > 0) __atomic_add_fetch(&s->bytes_allocated, (uint64_t)d, __ATOMIC_RELAXED);
   else __atomic_add_fetch(&s->bytes_freed, (uint64_t)-d, __ATOMIC_RELAXED);
   add_live(s, d);

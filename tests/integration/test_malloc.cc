@@ -281,6 +281,25 @@ TEST(realloc, shrinking_a_large_block_stays_in_place) {
   free(q);
 }
 
+TEST(realloc, grows_in_place_within_the_largest_small_class) {
+  // 120,000 bytes come from the 128 KiB class, whose objects are as large
+  // as the large tier's threshold but are not the large tier's
+  char *p = (char *)malloc(120000);
+  ASSERT_NE(p, nullptr);
+  ASSERT_EQ(malloc_usable_size(p), (size_t)128 << 10);
+  memset(p, 0x5a, 120000);
+  for (size_t n = 120016; n <= ((size_t)128 << 10); n += 1024) {
+    char *q = (char *)realloc(p, n);
+    ASSERT_EQ(q, p) << n;
+  }
+  char *q = (char *)realloc(p, 100000);   // shrinking within the class stays too
+  EXPECT_EQ(q, p);
+  for (size_t i = 0; i < 100000; i += 997) ASSERT_EQ(q[i], 0x5a) << i;
+  EXPECT_EQ(malloc_usable_size(q), (size_t)128 << 10);
+  free(q);
+  EXPECT_EQ(hpcmem_check(), 0);
+}
+
 TEST(reallocarray, checks_overflow) {
   void *p = reallocarray(nullptr, 10, 10);
   ASSERT_NE(p, nullptr);

@@ -107,7 +107,7 @@ void many_threads(const hpcmem_large_config_t &c, bool forced, hpcmem_large_stat
           Block &b = mine[rng() % mine.size()];
           if (!intact(b)) failures++;
           size_t n = rng() % 2 ? b.n / 2 + 1 : b.n + rng() % MiB;
-          int rc = _hpcmem_large_resize(&L, b.p, n);
+          int rc = _hpcmem_large_resize(&L, b.p, n, NULL);
           if (rc == 0) { b.n = n; stamp(b); }
           else if (rc != -ENOMEM) failures++;
           else stamp(b);

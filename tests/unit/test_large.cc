@@ -572,7 +572,7 @@ TEST(_hpcmem_large_free, DoubleFree) {
   EXPECT_EQ(s.live_blocks, 1u);
   EXPECT_EQ(s.error_count, 3u);
   EXPECT_EQ(t.check(), 0);
-  EXPECT_EQ(_hpcmem_large_resize(&t.L, a, 10), -EINVAL);
+  EXPECT_EQ(_hpcmem_large_resize(&t.L, a, 10, NULL), -EINVAL);
   EXPECT_EQ(_hpcmem_large_usable_size(&t.L, a), 0u);
   EXPECT_EQ(t.free(c), 0);
   EXPECT_EQ(t.check(), 0);
@@ -675,7 +675,7 @@ TEST(_hpcmem_large_free, ThreadCacheDoubleFreeAndInteriorPointers) {
     std::thread([&] { rc = t.free(a); }).join();   // from another thread too
     EXPECT_EQ(rc, -EALREADY);
     EXPECT_EQ(_hpcmem_large_usable_size(&t.L, a), 0u);
-    EXPECT_EQ(_hpcmem_large_resize(&t.L, a, 10), -EINVAL);
+    EXPECT_EQ(_hpcmem_large_resize(&t.L, a, 10, NULL), -EINVAL);
     auto s = t.stats();
     EXPECT_EQ(s.error_count, 6u);
     EXPECT_EQ(s.tcache_blocks, 1u);
@@ -962,7 +962,7 @@ TEST(_hpcmem_large_resize, ShrinkSplitsTail) {
   char *a = t.alloc(4 * MiB), *g = t.alloc(128 * KiB);
   ASSERT_TRUE(a && g);
   memset(a, 3, 1 * MiB);
-  EXPECT_EQ(_hpcmem_large_resize(&t.L, a, 1 * MiB), 0);
+  EXPECT_EQ(_hpcmem_large_resize(&t.L, a, 1 * MiB, NULL), 0);
   size_t u = _hpcmem_large_usable_size(&t.L, a);
   EXPECT_GE(u, 1 * MiB);
   EXPECT_LT(u, 1 * MiB + 256);
@@ -979,7 +979,7 @@ TEST(_hpcmem_large_resize, ShrinkTooLittleKeepsBlock) {
   char *a = t.alloc(4 * MiB), *g = t.alloc(128 * KiB);
   ASSERT_TRUE(a && g);
   size_t u = _hpcmem_large_usable_size(&t.L, a);
-  EXPECT_EQ(_hpcmem_large_resize(&t.L, a, 4 * MiB - 64 * KiB), 0);
+  EXPECT_EQ(_hpcmem_large_resize(&t.L, a, 4 * MiB - 64 * KiB, NULL), 0);
   EXPECT_EQ(_hpcmem_large_usable_size(&t.L, a), u);
   EXPECT_EQ(t.stats().free_blocks, 0u);
   EXPECT_EQ(t.check(), 0);
@@ -992,12 +992,12 @@ TEST(_hpcmem_large_resize, GrowsIntoFreeNeighbour) {
   for (size_t i = 0; i < 1 * MiB; i++) a[i] = (char)(i * 7);
   ASSERT_EQ(t.free(b), 0);
   // uses part of the neighbour; the rest stays a free block
-  EXPECT_EQ(_hpcmem_large_resize(&t.L, a, 2 * MiB), 0);
+  EXPECT_EQ(_hpcmem_large_resize(&t.L, a, 2 * MiB, NULL), 0);
   EXPECT_GE(_hpcmem_large_usable_size(&t.L, a), 2 * MiB);
   EXPECT_EQ(t.stats().free_blocks, 1u);
   EXPECT_EQ(t.check(), 0);
   // uses all of it (remainder below the split threshold)
-  EXPECT_EQ(_hpcmem_large_resize(&t.L, a, (size_t)(g - a) - 64 * KiB), 0);
+  EXPECT_EQ(_hpcmem_large_resize(&t.L, a, (size_t)(g - a) - 64 * KiB, NULL), 0);
   EXPECT_EQ(_hpcmem_large_usable_size(&t.L, a), (size_t)(g - a));
   EXPECT_EQ(t.stats().free_blocks, 0u);
   for (size_t i = 0; i < 1 * MiB; i++) ASSERT_EQ(a[i], (char)(i * 7));
@@ -1008,14 +1008,39 @@ TEST(_hpcmem_large_resize, GrowsIntoFreeNeighbour) {
 TEST(_hpcmem_large_resize, GrowsAtTheEndOfTheRegion) {
   Tier t;
   char *a = t.alloc(1 * MiB);
-  EXPECT_EQ(_hpcmem_large_resize(&t.L, a, 10 * MiB), 0);
+  EXPECT_EQ(_hpcmem_large_resize(&t.L, a, 10 * MiB, NULL), 0);
   EXPECT_GE(_hpcmem_large_usable_size(&t.L, a), 10 * MiB);
   memset(a, 1, 10 * MiB);
   // also through a free last block
   char *b = t.alloc(1 * MiB), *c = t.alloc(1 * MiB);
   ASSERT_EQ(t.free(c), 0);
-  EXPECT_EQ(_hpcmem_large_resize(&t.L, b, 8 * MiB), 0);
+  EXPECT_EQ(_hpcmem_large_resize(&t.L, b, 8 * MiB, NULL), 0);
   EXPECT_EQ(t.stats().free_blocks, 0u);
+  EXPECT_EQ(t.check(), 0);
+}
+
+TEST(_hpcmem_large_resize, ReportsTheChangeOfTheUsableSize) {
+  Tier t;
+  char *a = t.alloc(1 * MiB), *b = t.alloc(3 * MiB), *g = t.alloc(128 * KiB);
+  ASSERT_TRUE(a && b && g);
+  ASSERT_EQ(t.free(b), 0);
+  int64_t d = 12345;
+  size_t u0 = _hpcmem_large_usable_size(&t.L, a);
+  ASSERT_EQ(_hpcmem_large_resize(&t.L, a, 2 * MiB, &d), 0);   // grows into the free neighbour
+  size_t u1 = _hpcmem_large_usable_size(&t.L, a);
+  EXPECT_GT(u1, u0);
+  EXPECT_EQ(d, (int64_t)u1 - (int64_t)u0);
+  ASSERT_EQ(_hpcmem_large_resize(&t.L, a, 512 * KiB, &d), 0);  // shrinks: the tail splits off
+  size_t u2 = _hpcmem_large_usable_size(&t.L, a);
+  EXPECT_LT(u2, u1);
+  EXPECT_EQ(d, (int64_t)u2 - (int64_t)u1);
+  ASSERT_EQ(_hpcmem_large_resize(&t.L, a, 512 * KiB - 4 * KiB, &d), 0);  // too little to split: unchanged
+  EXPECT_EQ(d, 0);
+  d = 777;
+  char *c = t.alloc(1 * MiB);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(_hpcmem_large_resize(&t.L, a, 64 * MiB, &d), -ENOMEM);   // cannot: d is left alone
+  EXPECT_EQ(d, 777);
   EXPECT_EQ(t.check(), 0);
 }
 
@@ -1023,13 +1048,13 @@ TEST(_hpcmem_large_resize, FailsWhenNeighbourIsLive) {
   Tier t;
   char *a = t.alloc(1 * MiB), *b = t.alloc(1 * MiB);
   size_t u = _hpcmem_large_usable_size(&t.L, a);
-  EXPECT_EQ(_hpcmem_large_resize(&t.L, a, 2 * MiB), -ENOMEM);
+  EXPECT_EQ(_hpcmem_large_resize(&t.L, a, 2 * MiB, NULL), -ENOMEM);
   EXPECT_EQ(_hpcmem_large_usable_size(&t.L, a), u);
   ASSERT_EQ(t.free(b), 0);
-  EXPECT_EQ(_hpcmem_large_resize(&t.L, a, SIZE_MAX - 8), -ENOMEM);  // too large in any case
+  EXPECT_EQ(_hpcmem_large_resize(&t.L, a, SIZE_MAX - 8, NULL), -ENOMEM);  // too large in any case
   Tier small(NEVER, 16 * MiB);
   char *x = small.alloc(1 * MiB);
-  EXPECT_EQ(_hpcmem_large_resize(&small.L, x, 17 * MiB), -ENOMEM);  // beyond the reservation
+  EXPECT_EQ(_hpcmem_large_resize(&small.L, x, 17 * MiB, NULL), -ENOMEM);  // beyond the reservation
   EXPECT_EQ(t.check(), 0);
   EXPECT_EQ(small.check(), 0);
 }
@@ -1038,9 +1063,9 @@ TEST(_hpcmem_large_resize, BadPointer) {
   Tier t;
   char *a = t.alloc(1 * MiB);
   int x;
-  EXPECT_EQ(_hpcmem_large_resize(&t.L, &x, 10), -EINVAL);
-  EXPECT_EQ(_hpcmem_large_resize(&t.L, a + 256, 10), -EINVAL);
-  EXPECT_EQ(_hpcmem_large_resize(&t.L, a + 1, 10), -EINVAL);
+  EXPECT_EQ(_hpcmem_large_resize(&t.L, &x, 10, NULL), -EINVAL);
+  EXPECT_EQ(_hpcmem_large_resize(&t.L, a + 256, 10, NULL), -EINVAL);
+  EXPECT_EQ(_hpcmem_large_resize(&t.L, a + 1, 10, NULL), -EINVAL);
   EXPECT_EQ(t.check(), 0);
 }
 
@@ -1363,8 +1388,8 @@ TEST(_hpcmem_large_alloc, HugeArenaAndFallback) {
   for (char *q : v) ASSERT_EQ(_hpcmem_large_free(&L, q, nullptr), 0);
   char *h = (char *)_hpcmem_large_alloc(&L, 17 * MiB, 0);
   ASSERT_NE(h, nullptr);
-  EXPECT_EQ(_hpcmem_large_resize(&L, h, 60 * MiB), 0);
-  EXPECT_EQ(_hpcmem_large_resize(&L, h, 70 * MiB), -ENOMEM);
+  EXPECT_EQ(_hpcmem_large_resize(&L, h, 60 * MiB, NULL), 0);
+  EXPECT_EQ(_hpcmem_large_resize(&L, h, 70 * MiB, NULL), -ENOMEM);
   EXPECT_EQ(_hpcmem_large_check(&L), 0);
   hpcmem_large_stats_t s;
   _hpcmem_large_stats(&L, &s);
@@ -1553,7 +1578,7 @@ void random_run(uint64_t decay_ns, size_t align, unsigned seed, int ops, unsigne
       Live &b = live[i];
       ASSERT_TRUE(verify(b)) << "op " << op;
       size_t n = rng() % 2 ? b.n / 2 + 1 : b.n + rng() % (4 * MiB);
-      int rc = _hpcmem_large_resize(&t.L, b.p, n);
+      int rc = _hpcmem_large_resize(&t.L, b.p, n, NULL);
       ASSERT_TRUE(rc == 0 || rc == -ENOMEM) << rc;
       if (rc == 0) {
         ASSERT_GE(_hpcmem_large_usable_size(&t.L, b.p), n);
@@ -1717,7 +1742,7 @@ TEST(_hpcmem_large_quick, DoubleFreeAndBadUseOfACachedBlock) {
   char *a = t.alloc(1 * MiB);
   ASSERT_EQ(t.free(a), 0);
   EXPECT_EQ(t.free(a), -EALREADY);
-  EXPECT_EQ(_hpcmem_large_resize(&t.L, a, 2 * MiB), -EINVAL);
+  EXPECT_EQ(_hpcmem_large_resize(&t.L, a, 2 * MiB, NULL), -EINVAL);
   EXPECT_EQ(_hpcmem_large_usable_size(&t.L, a), 0u);
   EXPECT_EQ(t.free(a + 256), -EINVAL);
   EXPECT_EQ(t.stats().error_count, 3u);
@@ -1867,7 +1892,7 @@ TEST(_hpcmem_large_alloc, HugePagesOnlyInsideBigBlocks) {
   _hpcmem_large_decay(&L, 0, 1);
   char *b = (char *)_hpcmem_large_alloc(&L, 20 * MiB, 0), *d = nullptr;
   ASSERT_EQ(b, a);
-  EXPECT_EQ(_hpcmem_large_resize(&L, b, 17 * MiB), 0);   // the tail is free again
+  EXPECT_EQ(_hpcmem_large_resize(&L, b, 17 * MiB, NULL), 0);   // the tail is free again
   d = (char *)_hpcmem_large_alloc(&L, 16 * MiB, 0);      // starts near b's end
   ASSERT_NE(d, nullptr);
   d[0] = 1;
