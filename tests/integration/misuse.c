@@ -2,7 +2,12 @@
  *   misuse KIND    KIND: interior double double-slot double-list foreign stack interior-large double-large double-large-cached
  *                        misaligned-large realloc-foreign unallocated double-remote
  *                        interior-run unallocated-run double-pending double-after-pending
+ *                        write-after-free
  * Prints "survived" and exits 0 when the allocator let it go on.
+ * write-after-free (run with HPCMEM_CHECK=1): a thread frees most of what it
+ * allocated, so its exit leaves the objects on their spans' free lists; the
+ * program then writes into some of them and goes on calling malloc's slow
+ * path for up to 10 s, until a periodic check stops it.
  * double-remote (run with HPCMEM_HEAPS=2): a thread on cpu 0 allocates, one
  * on cpu 1 frees the block twice, so the first free puts it on the remote
  * list of the other group's heap; exits 77 when that cannot be arranged. */
@@ -15,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include "hpcmem.h"
 
 static int pin(int cpu) {
@@ -38,6 +44,30 @@ static void *free_twice_on_cpu1(void *q) {
   if (b.remote_free_count != a.remote_free_count + 1) return (void *)"the first free was not a remote free";
   free(q);
   return NULL;
+}
+
+static void *objs[2000];
+static void *alloc_and_free_most(void *arg) {
+  (void)arg;
+  for (int i = 0; i < 2000; i++) objs[i] = malloc(48);
+  for (int i = 0; i < 2000; i++)
+    if (i % 10) free(objs[i]);                /* every tenth stays: the spans do not empty */
+  return NULL;
+}
+
+static void write_after_free(void) {
+  pthread_t t;
+  if (pthread_create(&t, NULL, alloc_and_free_most, NULL) != 0 || pthread_join(t, NULL) != 0) exit(3);
+  /* slow-path calls (blocks of the large tier) for a few checks: all pass */
+  for (int i = 0; i < 1000; i++) { void *volatile q = malloc(200000); free(q); }
+  for (int i = 1; i < 2000; i += 97)
+    if (i % 10) memset(objs[i], 0x41, 16);    /* the freed object's link and key */
+  struct timespec t0, now;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  do {                                        /* a later check finds it */
+    for (int i = 0; i < 1000; i++) { void *volatile q = malloc(200000); free(q); }
+    clock_gettime(CLOCK_MONOTONIC, &now);
+  } while (now.tv_sec - t0.tv_sec < 10);
 }
 
 static void double_remote(void) {
@@ -95,6 +125,7 @@ int main(int argc, char **argv) {
     free(r);
   }
   else if (!strcmp(k, "double-remote")) double_remote();
+  else if (!strcmp(k, "write-after-free")) write_after_free();
   else { fprintf(stderr, "unknown kind %s\n", k); return 2; }
   /* the allocator must still work and the block we kept must be intact */
   char *after = malloc(100);

@@ -45,6 +45,12 @@ check unallocated_warn warn unallocated 0 "free(0x[0-9a-f]*)"
 check interior_run_warn warn interior-run 0 "free(0x[0-9a-f]*): pointer into the middle of a block"
 check unallocated_run_warn warn unallocated-run 0 "free(0x[0-9a-f]*): not allocated: no live block"
 check default_is_abort "" double $ABRT "aborting"
+# HPCMEM_CHECK=1: writes into freed objects on their spans' free lists are
+# found by a later periodic check, which names the span and stops the process
+export HPCMEM_CHECK=1
+check write_after_free_check abort write-after-free $ABRT "free list of span 0x[0-9a-f]* holds foreign 0x4141414141414141"
+check write_after_free_check_stops abort write-after-free $ABRT "internal consistency check failed (HPCMEM_CHECK)"
+unset HPCMEM_CHECK
 # a block freed by a thread of another group waits on its heap's remote list;
 # freeing it again is a double free too (two thread groups, two cpus)
 if [ "$(nproc 2>/dev/null || echo 1)" -ge 2 ]; then
