@@ -43,7 +43,9 @@ static inline __attribute__((always_inline)) void heaps_sizes(unsigned count, un
   sizes[4] = ((size_t)count << (HPCMEM_SLICE_SHIFT - HPCMEM_CHUNK_SHIFT)) + 4096;
 }
 
-int _hpcmem_heaps_init(unsigned count, unsigned block_shift) {
+/* Start-up code, run once a process: compiled for size, as _hpcmem_large_init
+ * is (src/hot-text.ld: the code every process runs in one 64 KiB window). */
+__attribute__((optimize("Os"))) int _hpcmem_heaps_init(unsigned count, unsigned block_shift) {
   hpcmem_heaps_t *H = &_hpcmem_heaps;
   if (count < 1 || count > HPCMEM_MAX_HEAPS) return -EINVAL;
   unsigned depth = HPCMEM_SLICE_SHIFT - block_shift;

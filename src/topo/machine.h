@@ -45,5 +45,8 @@ void _hpcmem_topo_desc_finish(const char *source, int sort);
  * machine; tests give a fake tree): 0, or -errno when it cannot be read
  * (the caller then asks hwloc). */
 int _hpcmem_topo_sysfs_read(const char *root);
+/* Files the sysfs reader has opened so far (for tests: each costs a start
+ * several microseconds). */
+extern int _hpcmem_topo_sysfs_files;
 
 #endif

@@ -13,6 +13,7 @@
 #include <vector>
 extern "C" {
 #include "topo/topo.h"
+#include "topo/machine.h"
 }
 
 namespace {
@@ -272,6 +273,27 @@ TEST_F(topo_load_sysfs, threads_without_numa_directory_as_hwloc) {
   Snapshot s = from_sysfs(root);
   EXPECT_EQ(s.order, (std::vector<int>{0, 4, 1, 5, 2, 6, 3, 7}));
   EXPECT_EQ(s.nodes, (std::vector<int>{0}));
+  EXPECT_EQ(s.levels[2], "core");
+  expect_same(s, from_hwloc(root));
+  remove_tree(root);
+}
+
+// A cpu whose core, package or cache another cpu's list already named
+// reads no list of its own: 4 cores x 2 threads open 63 files for their
+// cpus (cpu 0 13, the other first threads 10 each, the second threads 5:
+// the index levels and the end of the list), where a reader that read
+// every cpu's own lists opened 14 for each, 112.
+TEST_F(topo_load_sysfs, a_cpu_reads_no_list_another_cpu_s_list_answered) {
+  Tree t;
+  for (int c = 0; c < 8; c++) t.cpus.push_back({0, 0, 0, c % 4, c % 4});
+  t.numa_dir = false;
+  std::string root = build(t);
+  int before = _hpcmem_topo_sysfs_files;
+  Snapshot s = from_sysfs(root);
+  int files = _hpcmem_topo_sysfs_files - before;
+  EXPECT_GE(files, 63);
+  EXPECT_LE(files, 63 + 8);   // the machine's files: online cpus and nodes, cgroup
+  EXPECT_EQ(s.order, (std::vector<int>{0, 4, 1, 5, 2, 6, 3, 7}));
   EXPECT_EQ(s.levels[2], "core");
   expect_same(s, from_hwloc(root));
   remove_tree(root);
