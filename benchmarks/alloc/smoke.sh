@@ -67,13 +67,14 @@ runs() {
   check "churn_$a" "$lib" alloc_churn --min 8 --max 1024 --live 1000 --ops 400K
   check "threads_xfree_$a" "$lib" alloc_threads --mode xfree --threads 4 --ops 400K
   check "threads_local_$a" "$lib" alloc_threads --mode local --threads 4 --ops 400K
+  check "realloc_$a" "$lib" alloc_realloc --step 16 --max 256K --reps 3
 }
 
 runs system ""
 if [ "$hp_state" = ok ]; then
   runs libhpcmem "$hp"
 else
-  for c in sizes_notouch sizes_touch residents_none residents_ends churn threads_xfree threads_local; do
+  for c in sizes_notouch sizes_touch residents_none residents_ends churn threads_xfree threads_local realloc; do
     skip "${c}_libhpcmem" "$hp_state"
   done
 fi
@@ -95,6 +96,7 @@ detects residents_detects_lost_tag alloc_residents --n 16 --pairs 1000 --touch e
 detects churn_detects_corruption alloc_churn --live 100 --ops 100K
 detects threads_xfree_detects_corruption alloc_threads --mode xfree --threads 2 --ops 10K
 detects threads_local_detects_corruption alloc_threads --mode local --threads 2 --ops 100K --live 10
+detects realloc_detects_corruption alloc_realloc --step 16 --max 4K --reps 1
 
 # --pages yes: where two threads' live objects lie (each covers at least a
 # page; a page holds the objects of one or two threads)
@@ -115,7 +117,8 @@ for args in "alloc_sizes --mode sideways" "alloc_sizes --mode touch --factor 1" 
             "alloc_residents --pairs 10" "alloc_residents --n 8 --max-size 8X" \
             "alloc_churn --min 0" "alloc_threads --mode xfree --threads 0" \
             "alloc_threads --mode local --queue 3" "alloc_threads --mode xfree --pages yes" \
-            "alloc_threads --mode local --pages maybe"; do
+            "alloc_threads --mode local --pages maybe" "alloc_realloc --step 0" \
+            "alloc_realloc --step 64 --max 16"; do
   # shellcheck disable=SC2086
   "$bin"/$args > /dev/null 2>&1 < /dev/null
   rc=$?

@@ -161,6 +161,7 @@ static inline int _hpcmem_span_is_object(const hpcmem_span_t *s, const void *p) 
   size_t off = (size_t)((const char *)p - s->start);
   if (!_hpcmem_span_on_boundary(s, p) || off >= (size_t)s->bump * s->obj_size) return 0;
   uint64_t hole = __atomic_load_n(&s->hole, __ATOMIC_RELAXED);
+  if (!hole) return 1;                        /* no hole: no division (a realloc's lookup, 40 cycles) */
   return off / s->obj_size - _hpcmem_hole_at(hole) >= _hpcmem_hole_n(hole);   /* not in the hole */
 }
 
