@@ -400,18 +400,21 @@ static void *alloc_slow(hpcmem_tcache_t *t, size_t n, size_t align, int zeroed) 
  * invariants of all heaps and the large tier, and stops on the first fault.
  * The check walks every span and block, so its time grows with the heap:
  * in a release build the next one waits until the program has run
- * CHECK_SHARE times as long as the last one took, so the checks take at
- * most about a tenth of the time (a C++ compile under HPCMEM_CHECK=1 ran
- * 3 - 5 times as long as without it when every 256th call checked).  Debug
- * builds keep checking every 256th call. */
+ * CHECK_SHARE times as long as the last one took, so the checks themselves
+ * take at most about a tenth of the time (a C++ compile under HPCMEM_CHECK=1
+ * ran 3 - 5 times as long as without it when every 256th call checked).
+ * One thread checks at a time: it claims the turn by setting not_before to
+ * the end of time, and the threads that meet a 256th call meanwhile go on.
+ * Debug builds keep checking every 256th call. */
 #define CHECK_SHARE 9
-static void periodic_check(void) {
+HPCMEM_NOINLINE __attribute__((cold)) static void periodic_check(void) {
   static unsigned long calls;
-  static uint64_t not_before;
   if (__atomic_add_fetch(&calls, 1, __ATOMIC_RELAXED) % 256) return;
 #ifndef HPCMEM_DEBUG
-  uint64_t t0 = _hpcmem_prim_now_ns();
-  if (t0 < __atomic_load_n(&not_before, __ATOMIC_RELAXED)) return;
+  static uint64_t not_before;
+  uint64_t t0 = _hpcmem_prim_now_ns(), due = __atomic_load_n(&not_before, __ATOMIC_RELAXED);
+  if (t0 < due || !__atomic_compare_exchange_n(&not_before, &due, UINT64_MAX, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+    return;
 #endif
   if (hpcmem_check() < 0) _hpcmem_fatal("internal consistency check failed (HPCMEM_CHECK)");
 #ifndef HPCMEM_DEBUG

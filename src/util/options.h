@@ -22,7 +22,7 @@
   X(DECAY_MS, INT, "1000", 0, 3600000, "", "free large-tier pages unused this long go back to the OS (0: at once)") \
   X(THP, BOOL, "1", 0, 1, "", "use transparent huge pages for the large region and the interleaved segment where the kernel allows") \
   X(LARGE_THP, ENUM, "auto", 0, 2, "auto|on|off", "huge pages for large blocks of 16 MiB and more (with HPCMEM_THP=1); auto: only where the kernel gives them without compacting memory at fault time (docs/large-tier.md)") \
-  X(CHECK, BOOL, "0", 0, 1, "", "periodic consistency checks of all heaps in a release build (at most ~10% of the time)") \
+  X(CHECK, BOOL, "0", 0, 1, "", "periodic consistency checks of all heaps in a release build (the checks take at most ~10% of the time)") \
   X(ON_ERROR, ENUM, "abort", 0, 2, "abort|warn|ignore", "what to do after reporting an invalid or double free") \
   X(DEFAULT_SEGMENT, ENUM, "private", 0, 2, "private|shared|interleaved", "segment that plain malloc uses") \
   X(INTERLEAVE_NODES, STRING, "all", 0, 0, "", "NUMA nodes of the interleaved segment (\"all\" or a list like 0-3,6)") \
