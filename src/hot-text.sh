@@ -47,7 +47,14 @@ else
 fi
 cat > "$T/start.c" <<'EOC'
 #include <stdlib.h>
-int main(void) { void *volatile p = malloc(100); free(p); return 0; }
+/* the entry points a plain C program calls (cat reallocs) */
+int main(void) {
+  void *volatile p = malloc(100), *volatile q = calloc(4, 100);
+  p = realloc(p, 200);
+  free(p);
+  free(q);
+  return 0;
+}
 EOC
 ${CC:-cc} -O2 "$T/start.c" -o "$T/start"
 # each hit is written as "name section" (the section of the stop's pc)
@@ -151,35 +158,50 @@ echo "  .eh_frame_hdr : { *(.eh_frame_hdr) }"
 echo "  .eh_frame : ONLY_IF_RO { KEEP (*(.eh_frame)) *(.eh_frame.*) }"
 echo "} INSERT AFTER .fini;"
 cat <<'EOS'
-/* The variables every process writes at start, so that their written parts
- * share pages: the large tier's state (3.9 KiB, was on 2 pages); the size
- * classes' geometry, the options' values and the cpu rows (rows of the cpus
- * there are), then the node cpu sets (the rows of the nodes there are); the
- * topology (its first 742 bytes); the heaps (their first 2.5 KiB).  The
- * options' strings are written only for values set in the environment.  The statistics timeline's first
- * samples follow the large tier's state on its page: the first publish (64 KiB
- * of drift, e.g. the first large block) writes them, and on a page of their
- * own that cost a page fault inside the first 128 KiB malloc (+20 ns a round
- * in the untouched size sweep).  6 written pages of .bss at start
- * instead of 11 (found by dumping .bss at _exit and by write-protecting it
- * from _init under gdb, docs/footprint.md).  A variable renamed here falls
- * back to the default place and only costs its pages. */
+/* The variables every process touches at start, so that the parts it
+ * touches share pages (on a kernel without a shared zero page, as this
+ * project's test machine, a read of untouched .bss costs a page as a write
+ * does).  The section follows .bss, whose tail is the small variables
+ * (--sort-section=alignment puts them last); there:
+ *   - the node cpu sets, whose first rows (the nodes there are) follow
+ *     .bss's small variables on their page;
+ *   - on a page of their own: the size classes' geometry, the options'
+ *     values, the hwloc table (read at start to see that hwloc is not
+ *     open), where the segments lie (read by realloc and by a free outside
+ *     the heaps), then the topology (its first 742 bytes);
+ *   - the heaps: their header and the heaps there are (2.6 KiB for 2, a
+ *     page for 3);
+ *   - on a page of their own: the large tier's state (3.9 KiB) and the
+ *     statistics timeline's first samples: the first publish (64 KiB of
+ *     drift, e.g. the first large block) writes them, and on a page of
+ *     their own that cost a page fault inside the first 128 KiB malloc
+ *     (+20 ns a round in the untouched size sweep); then the cpu rows (the
+ *     cpus there are) on the timeline's last page.
+ * 5 touched pages of .bss in a plain process (6 when .bss's small
+ * variables cross a page boundary) instead of 9 (found by making .bss
+ * inaccessible under gdb and noting each first fault; docs/footprint.md).
+ * tests/footprint/test_hot_text.sh (hot_text.bss_pages) counts them.  A
+ * variable renamed here falls back to the default place and only costs its
+ * pages.  The options' strings are written only for values set in the
+ * environment. */
 SECTIONS {
-  .bss.hpcmem_start (NOLOAD) : ALIGN(4096) {
-    *(.bss._hpcmem_large)
-    *stats.o(.bss.timeline)
+  .bss.hpcmem_start (NOLOAD) : {
+    *topo.o(.bss.node_cpus)
     . = ALIGN(4096);
     *(.bss._hpcmem_class_geom)
     *(.bss._hpcmem_opt_values)
     *(.bss._hpcmem_opt_text)
-    *topo.o(.bss.C)
-    *topo.o(.bss.node_cpus)
-    . = ALIGN(4096);
+    *topo.o(.bss.H)
+    *(.bss._hpcmem_seg_range)
     *topo.o(.bss.T)
     . = ALIGN(4096);
     *(.bss._hpcmem_heaps)
+    . = ALIGN(4096);
+    *(.bss._hpcmem_large)
+    *stats.o(.bss.timeline)
+    *topo.o(.bss.C)
   }
-} INSERT BEFORE .bss;
+} INSERT AFTER .bss;
 /* The loader's alignment.  ld.so reserves the library's span plus its largest
  * segment alignment, aligns the start, and gives the rest of the reservation
  * back: a gap below the library and one above, together one alignment.  The
@@ -197,5 +219,5 @@ SECTIONS {
  * starts.  It costs address space only. */
 SECTIONS {
   .hpcmem_load_align (NOLOAD) : ALIGN(0x100000) { . += 1; }
-} INSERT AFTER .bss;
+} INSERT AFTER .bss.hpcmem_start;
 EOS

@@ -208,6 +208,10 @@ void _hpcmem_init(void) {
   }
 }
 
+static void know_groups(void);
+static int groups_known;
+static hpcmem_lock_t groups_lock = HPCMEM_LOCK_INIT;
+
 hpcmem_tcache_t *_hpcmem_thread_cache(void) {
   hpcmem_tcache_t *t = _hpcmem_tc;
   if (HPCMEM_LIKELY(t != &_hpcmem_tcache_none)) return t;
@@ -218,6 +222,7 @@ hpcmem_tcache_t *_hpcmem_thread_cache(void) {
   if (!t) return NULL;
   if (HPCMEM_UNLIKELY(_hpcmem_thread_exiting)) _hpcmem_tcache_mark_late(t);
   pthread_setspecific(exit_key, t);   /* arms thread_exit for this thread (if a round is left) */
+  if (!__atomic_load_n(&groups_known, __ATOMIC_ACQUIRE) && _hpcmem_tcache_live_count() > 1) know_groups();
   return t;
 }
 
@@ -240,11 +245,33 @@ static void fork_child(void) {
   _hpcmem_seg_fork_child();
   _hpcmem_tcache_fork_child();
   _hpcmem_stats_plain_clear();   /* single-threaded again, with the parent's range */
+  _hpcmem_unlock(&groups_lock);  /* another thread's know_groups never ends here: run again */
+  _hpcmem_topo_fork_child();
 }
 
 static unsigned topo_group(int cpu) {
   int g = _hpcmem_topo_cpu_group(cpu);
   return g < 0 ? 0 : (unsigned)g;
+}
+static unsigned cpu_slice(int cpu) { return (unsigned)cpu; }   /* no topology: a heap per cpu */
+
+/* The thread groups: the topology read (src/topo: sysfs, 270 us of a 1 ms
+ * start here), the cpus mapped onto the heaps, and the calling thread's
+ * cache bound again; the other threads' caches bind again at their next
+ * refill (_hpcmem_tcache_bind_gen).  A process's first thread has no one
+ * to share a heap with: it takes heap 0, and the groups wait for a second
+ * thread's first cache (_hpcmem_thread_cache), or the constructor reads
+ * them at once where something needs them there. */
+HPCMEM_NOINLINE static void know_groups(void) {
+  _hpcmem_lock(&groups_lock);
+  if (!groups_known) {
+    int loaded = _hpcmem_topo_loaded() && _hpcmem_topo_group_count(0) > 0;
+    _hpcmem_cpu_to_group = loaded ? topo_group : cpu_slice;
+    __atomic_add_fetch(&_hpcmem_tcache_bind_gen, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&groups_known, 1, __ATOMIC_RELEASE);
+  }
+  _hpcmem_unlock(&groups_lock);
+  if (_hpcmem_tc != &_hpcmem_tcache_none) _hpcmem_tcache_rebind(_hpcmem_tc);
 }
 
 static void around_hwloc(int entering) {
@@ -261,14 +288,11 @@ __attribute__((constructor(101))) static void hpcmem_constructor(void) {
   if (!_hpcmem_ready) _hpcmem_init();
   if (on_system) return;
   pthread_atfork(fork_prepare, fork_parent, fork_child);
-  _hpcmem_topo_hwloc_guard = around_hwloc;   /* hwloc loaded later, by whoever asks */
-  around_hwloc(1);
-  int loaded = _hpcmem_topo_start() == 0 && _hpcmem_topo_group_count(0) > 0;
-  around_hwloc(0);
-  if (loaded) {
-    _hpcmem_cpu_to_group = topo_group;
-    if (_hpcmem_tc != &_hpcmem_tcache_none) _hpcmem_tcache_rebind(_hpcmem_tc);
-  }
+  _hpcmem_topo_hwloc_guard = around_hwloc;   /* the topology and hwloc loaded later, by whoever asks */
+  /* at once: the summary, a topology file's errors, and segments that a
+   * malloc may create (they ask for nodes, and hwloc mallocs) */
+  const char *file = _hpcmem_opt_str(TOPOLOGY);
+  if (_hpcmem_opt(VERBOSE) || (file && *file) || _hpcmem_default_seg != HPCMEM_SEG_PRIVATE) know_groups();
   if (_hpcmem_opt(VERBOSE)) _hpcmem_topo_print(stderr);
 }
 

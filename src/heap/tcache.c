@@ -191,15 +191,22 @@ static void bin_event(hpcmem_tcache_t *t, unsigned cls) {
   if (++t->bin_events >= SCAVENGE_EVENTS) scavenge(t);
 }
 
+uint32_t _hpcmem_tcache_bind_gen;
+unsigned _hpcmem_tcache_live_count(void) { return __atomic_load_n(&live_threads, __ATOMIC_RELAXED); }
+
 void _hpcmem_tcache_rebind(hpcmem_tcache_t *t) {
-  /* a cache holds only its own group's objects: those of the old group go home first */
-  if (t->heap) _hpcmem_tcache_flush_all(t);
+  t->bind_gen = __atomic_load_n(&_hpcmem_tcache_bind_gen, __ATOMIC_ACQUIRE);   /* then the map it counts */
   int cpu = sched_getcpu();
-  unsigned g = cpu < 0 ? 0 : _hpcmem_cpu_to_group ? _hpcmem_cpu_to_group(cpu) : (unsigned)cpu;
-  t->heap = &_hpcmem_heaps.heap[g % _hpcmem_heaps.count];
-  t->heap_index = t->heap->index;
-  t->slice = t->heap->base;
-  t->classmap = _hpcmem_heaps.classmap + ((size_t)t->heap_index << (HPCMEM_SLICE_SHIFT - HPCMEM_CHUNK_SHIFT));
+  unsigned g = cpu < 0 || !_hpcmem_cpu_to_group ? 0 : _hpcmem_cpu_to_group(cpu);   /* NULL: one thread so far */
+  hpcmem_heap_t *h = &_hpcmem_heaps.heap[g % _hpcmem_heaps.count];
+  if (t->heap != h) {
+    /* a cache holds only its own group's objects: those of the old group go home first */
+    if (t->heap) _hpcmem_tcache_flush_all(t);
+    t->heap = h;
+    t->heap_index = h->index;
+    t->slice = h->base;
+    t->classmap = _hpcmem_heaps.classmap + ((size_t)t->heap_index << (HPCMEM_SLICE_SHIFT - HPCMEM_CHUNK_SHIFT));
+  }
   if (__atomic_load_n(&_hpcmem_tcache_fast_off, __ATOMIC_RELAXED)) fast_off(t);
 }
 
@@ -345,6 +352,8 @@ __attribute__((noinline, cold)) static unsigned refill_elsewhere(hpcmem_tcache_t
  * fresh range handed out first), 7,928 with every fresh object here, 7,948
  * as it is. */
 void *_hpcmem_tcache_refill(hpcmem_tcache_t *t, unsigned cls, unsigned *got_cls) {
+  if (__builtin_expect(t->bind_gen != __atomic_load_n(&_hpcmem_tcache_bind_gen, __ATOMIC_RELAXED), 0))
+    _hpcmem_tcache_rebind(t);                 /* the groups became known since (the bin is empty) */
   hpcmem_bin_t *b = &t->bin[cls];
   unsigned want;
   void *p;

@@ -96,6 +96,7 @@ typedef struct hpcmem_tcache {
   uint8_t time_alloc, time_free;   /* the next slow-path call is timed */
   hpcmem_heap_t *heap;
   int in_call;                     /* inside calloc/realloc/...: the inner calls are not events */
+  uint32_t bind_gen;               /* _hpcmem_tcache_bind_gen when the cache chose its heap */
   hpcmem_stats_t st;               /* the other counters (merged by hpcmem_stats) */
   uint64_t bins_active;            /* classes that refilled or flushed since the last scavenge (tcache.c) */
   uint64_t started;                /* classes this thread has used (refilled or freed into) */
@@ -247,11 +248,19 @@ void _hpcmem_tcache_init_process(void);
 int _hpcmem_tcache_merge_stats(hpcmem_stats_t *out, uint64_t *cur_unpublished, uint64_t wait_ns);
 /* Select the group heap of the calling thread again (after the topology is known). */
 void _hpcmem_tcache_rebind(hpcmem_tcache_t *t);
+/* Counts the changes of _hpcmem_cpu_to_group: a cache bound before the last
+ * one binds again at its next refill (the thread that was alone when the
+ * groups became known: api/alloc.c, know_groups). */
+extern HPCMEM_HIDDEN uint32_t _hpcmem_tcache_bind_gen;
+/* Threads with a live cache (read without the lock: a hint). */
+unsigned _hpcmem_tcache_live_count(void);
 /* Turn the fast paths off for every cache, present and future: malloc's
  * (alloc, tracing or routed plain malloc) and free's (free_too, tracing:
  * every call goes past the recorder). */
 void _hpcmem_tcache_fast_path_off(int free_too);
-/* Which group heap a thread on `cpu` uses; set by the topology layer. */
+/* Which group heap a thread on `cpu` uses (modulo the heaps), set when a
+ * second thread appears (api/alloc.c, know_groups); until then, NULL: the
+ * one thread uses heap 0. */
 extern unsigned (*_hpcmem_cpu_to_group)(int cpu);
 
 #endif

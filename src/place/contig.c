@@ -112,7 +112,7 @@ static size_t find_bit(const uint64_t *bits, size_t from, size_t limit, int want
 }
 
 /* First run of n clear bits inside [from, limit), or NONE. */
-static size_t find_run(const uint64_t *bits, size_t from, size_t limit, size_t n) {
+static size_t find_free_chunks(const uint64_t *bits, size_t from, size_t limit, size_t n) {
   for (;;) {
     size_t s = find_bit(bits, from, limit, 0);
     if (n > limit - s) return NONE;
@@ -160,7 +160,7 @@ static void account(hpcmem_contig_t *a, size_t s, size_t n, int sign) {
 
 /* CLMalloc (Table 1): one first-fit scan over the bitmap of all regions. */
 static size_t place_global(hpcmem_contig_t *a, size_t n) {
-  size_t s = find_run(a->bits, a->first_free, a->nchunks, n);
+  size_t s = find_free_chunks(a->bits, a->first_free, a->nchunks, n);
   if (s == a->first_free) a->first_free = s + n;
   return s;
 }
@@ -172,7 +172,7 @@ static size_t place_per_area(hpcmem_contig_t *a, size_t n) {
   if (n <= a->cpr) {
     for (int r = 0; r < a->nregions; r++) {
       if (a->region_free[r] < n) continue;
-      size_t s = find_run(a->bits, (size_t)r * a->cpr, (size_t)(r + 1) * a->cpr, n);
+      size_t s = find_free_chunks(a->bits, (size_t)r * a->cpr, (size_t)(r + 1) * a->cpr, n);
       if (s != NONE) return s;
     }
     return NONE;

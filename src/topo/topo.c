@@ -94,6 +94,15 @@ static unsigned long node_cpus[HPCMEM_TOPO_MAX_NODES][HPCMEM_TOPO_MAX_CPUS / ULO
 
 /* hwloc's details, loaded at their first use (see need_full below). */
 static void need_full(void);
+/* The topology itself is read at the first question too (need_start
+ * below): a process whose one thread asks nothing never reads it. */
+static void need_start(void);
+static int started;           /* read, or a caller loaded or unloaded one (which need_start keeps) */
+static __thread int in_start; /* this thread is reading it (what it calls may ask again) */
+static int loaded(void) {
+  need_start();
+  return T.loaded;
+}
 
 /* ------------------------------------------------------------------ */
 /* Kinds                                                                */
@@ -282,24 +291,24 @@ char *_hpcmem_topo_nodeset_format(const unsigned long *mask, int maxnode, char *
 static char *existing_nodes(char *buf, size_t len) {
   unsigned long m[HPCMEM_TOPO_MASK_LONGS] = {0};
   for (int i = 0; i < T.nnodes; i++) mask_set(m, T.node[i].os_index);
-  if (!T.loaded) mask_set(m, 0);
+  if (!loaded()) mask_set(m, 0);
   return _hpcmem_topo_nodeset_format(m, HPCMEM_TOPO_MAX_NODE_OS, buf, len);
 }
 
 /* ------------------------------------------------------------------ */
 /* Simple accessors                                                     */
 
-int _hpcmem_topo_loaded(void) { return T.loaded; }
-const char *_hpcmem_topo_source(void) { return T.loaded ? T.source : "not loaded"; }
-int _hpcmem_topo_numa_count(void) { return T.loaded ? T.nnodes : 1; }
-int _hpcmem_topo_cpu_count(void) { return T.loaded ? T.ncpus : 1; }
-int _hpcmem_topo_cpu_limit(void) { return T.loaded ? T.cpu_limit : 1; }
+int _hpcmem_topo_loaded(void) { return loaded(); }
+const char *_hpcmem_topo_source(void) { return loaded() ? T.source : "not loaded"; }
+int _hpcmem_topo_numa_count(void) { return loaded() ? T.nnodes : 1; }
+int _hpcmem_topo_cpu_count(void) { return loaded() ? T.ncpus : 1; }
+int _hpcmem_topo_cpu_limit(void) { return loaded() ? T.cpu_limit : 1; }
 int _hpcmem_topo_core_count(void) { need_full(); return T.loaded ? T.ncores : 0; }
 uint64_t _hpcmem_topo_cache_size(int level) { need_full(); return level >= 1 && level <= 5 ? T.cache_size[level] : 0; }
 int _hpcmem_topo_cache_line(void) { need_full(); return T.cache_line > 0 ? T.cache_line : 64; }
-int _hpcmem_topo_detailed(void) { return T.loaded && __atomic_load_n(&T.full, __ATOMIC_ACQUIRE); }
-int _hpcmem_topo_cpu_at(int i) { return T.loaded && i >= 0 && i < T.ncpus ? C[i].order : -EINVAL; }
-const char *_hpcmem_topo_group_level(void) { return T.group_level ? T.group_level : "none (not loaded)"; }
+int _hpcmem_topo_detailed(void) { return loaded() && __atomic_load_n(&T.full, __ATOMIC_ACQUIRE); }
+int _hpcmem_topo_cpu_at(int i) { return loaded() && i >= 0 && i < T.ncpus ? C[i].order : -EINVAL; }
+const char *_hpcmem_topo_group_level(void) { return loaded(), T.group_level ? T.group_level : "none (not loaded)"; }
 
 int _hpcmem_topo_numa_info(int node, hpcmem_numa_info_t *out) {
   if (!out || node < 0 || node >= _hpcmem_topo_numa_count()) return -EINVAL;
@@ -314,7 +323,7 @@ int _hpcmem_topo_numa_info(int node, hpcmem_numa_info_t *out) {
 }
 
 int _hpcmem_topo_numa_lookup(int os_index) {
-  if (!T.loaded) return os_index == 0 ? 0 : -ENODEV;
+  if (!loaded()) return os_index == 0 ? 0 : -ENODEV;
   for (int i = 0; i < T.nnodes; i++)
     if (T.node[i].os_index == os_index) return i;
   return -ENODEV;
@@ -322,19 +331,20 @@ int _hpcmem_topo_numa_lookup(int os_index) {
 
 int _hpcmem_topo_cpu_numa(int cpu) {
   if (cpu < 0) return -EINVAL;
-  if (!T.loaded) return 0;
+  if (!loaded()) return 0;
   if (cpu >= HPCMEM_TOPO_MAX_CPUS || NUMA_OF(cpu) < 0) return -ENODEV;
   return NUMA_OF(cpu);
 }
 
 int _hpcmem_topo_cpu_group(int cpu) {
   if (cpu < 0) return -EINVAL;
-  int n = T.ngroups > 0 ? T.ngroups : 1;
-  if (T.loaded && cpu < HPCMEM_TOPO_MAX_CPUS && GROUP_OF(cpu) >= 0) return GROUP_OF(cpu);
+  int l = loaded(), n = T.ngroups > 0 ? T.ngroups : 1;
+  if (l && cpu < HPCMEM_TOPO_MAX_CPUS && GROUP_OF(cpu) >= 0) return GROUP_OF(cpu);
   return cpu % n;
 }
 
 int _hpcmem_topo_group_numa(int group) {
+  need_start();
   int n = T.ngroups > 0 ? T.ngroups : 1;
   if (group < 0 || group >= n) return -EINVAL;
   if (!T.loaded) return 0;
@@ -377,7 +387,7 @@ static const char *parse_node(const char *p, long *out, int *toolong) {
 /* Nodes past the mask limit never exist, which also bounds the ranges. */
 static int node_exists(long node) {
   if (node < 0 || node >= HPCMEM_TOPO_MAX_NODE_OS) return 0;
-  if (!T.loaded) return 1;  /* nothing to check against yet */
+  if (!loaded()) return 1;  /* nothing to check against yet */
   for (int i = 0; i < T.nnodes; i++)
     if (T.node[i].os_index == node) return 1;
   return 0;
@@ -404,7 +414,7 @@ int _hpcmem_topo_nodeset_parse_as(const char *what, const char *text, unsigned l
   if (p == end) return nodeset_fail(what, text, -EINVAL, "empty (" NODESET_EXPECTED ")");
   int count = 0;
   if ((size_t)(end - p) == 3 && strncasecmp(p, "all", 3) == 0) {
-    if (!T.loaded) return add_node(what, text, 0, mask, maxnode) ? -ERANGE : 1;
+    if (!loaded()) return add_node(what, text, 0, mask, maxnode) ? -ERANGE : 1;
     for (int i = 0; i < T.nnodes; i++) {
       int r = add_node(what, text, T.node[i].os_index, mask, maxnode);
       if (r) return r;
@@ -493,7 +503,7 @@ int _hpcmem_topo_local_nodes(int cpu, hpcmem_mem_kind_t kind, unsigned long *mas
   if (cpu < 0 || (unsigned)kind >= HPCMEM_MEM_KINDS_ || maxnode < 0 || (maxnode > 0 && !mask)) return -EINVAL;
   if (_hpcmem_topo_class(kind, NULL) != 0) return -ENODEV;
   if (mask) mask_clear(mask, maxnode);
-  if (!T.loaded) return add_node(NULL, "", 0, mask, maxnode) ? -ERANGE : 1;
+  if (!loaded()) return add_node(NULL, "", 0, mask, maxnode) ? -ERANGE : 1;
   int best = -1;  /* narrowest cpu count among the nodes of this kind that hold cpu */
   for (int i = 0; i < T.nnodes; i++)
     if (T.node[i].kind == kind && node_has_cpu(i, cpu) > 0 && (best < 0 || T.node[i].cpu_count < best))
@@ -512,6 +522,7 @@ int _hpcmem_topo_local_nodes(int cpu, hpcmem_mem_kind_t kind, unsigned long *mas
 /* Loading                                                              */
 
 static void reset_tables(void) {
+  if (!in_start) __atomic_store_n(&started, 1, __ATOMIC_RELEASE);   /* a caller's own: kept */
   for (int i = 0; i < T.ncpus; i++) C[C[i].order].numa1 = C[C[i].order].group1 = 0;
   T.loaded = 0;
   T.nnodes = 0;
@@ -1136,7 +1147,7 @@ static hpcmem_lock_t full_lock = HPCMEM_LOCK_INIT;
 static __thread int in_full;   /* this thread is loading hwloc (its mallocs may ask us again) */
 
 static void need_full(void) {
-  if (!T.loaded || __atomic_load_n(&T.full, __ATOMIC_ACQUIRE) || in_full) return;
+  if (!loaded() || __atomic_load_n(&T.full, __ATOMIC_ACQUIRE) || in_full) return;
   _hpcmem_lock(&full_lock);
   if (!T.full) {
     in_full = 1;
@@ -1146,6 +1157,35 @@ static void need_full(void) {
     in_full = 0;
     __atomic_store_n(&T.full, 1, __ATOMIC_RELEASE);
   }
+  _hpcmem_unlock(&full_lock);
+}
+
+/* The start's reading, at the first question: cpus, caches and nodes from
+ * sysfs (hwloc for a topology file or hwloc's variables).  A process whose
+ * one thread asks nothing skips it: 23 files here, about 270 us of a
+ * 1 ms start (docs/topology.md).  Any thread may ask, and other threads
+ * wait for the answer; the callers are out of the allocator's locks (a
+ * topology file's reading allocates). */
+static hpcmem_lock_t start_lock = HPCMEM_LOCK_INIT;
+static void need_start(void) {
+  if (__atomic_load_n(&started, __ATOMIC_ACQUIRE) || in_start) return;
+  _hpcmem_lock(&start_lock);
+  if (!started) {
+    in_start = 1;
+    if (_hpcmem_topo_hwloc_guard) _hpcmem_topo_hwloc_guard(1);
+    _hpcmem_topo_start();
+    if (_hpcmem_topo_hwloc_guard) _hpcmem_topo_hwloc_guard(0);
+    in_start = 0;
+    __atomic_store_n(&started, 1, __ATOMIC_RELEASE);
+  }
+  _hpcmem_unlock(&start_lock);
+}
+
+/* A child of fork has one thread: a reading or hwloc load another thread of
+ * the parent was in never ends there (the tables are read again at the
+ * child's first question: `started` is set only once they are complete). */
+void _hpcmem_topo_fork_child(void) {
+  _hpcmem_unlock(&start_lock);
   _hpcmem_unlock(&full_lock);
 }
 
@@ -1205,7 +1245,7 @@ static void load_minimal(void) {
 
 int _hpcmem_topo_group_count(int threads_per_group_hint) {
   int heaps = (int)_hpcmem_opt(HEAPS);
-  if (!T.loaded) {
+  if (!loaded()) {
     T.ngroups = heaps > 0 ? heaps : 1;
     return T.ngroups;
   }

@@ -2,25 +2,29 @@
  * static tables (NUMA nodes with capacity, cpus, memory kind, bandwidth and
  * latency; cpu -> NUMA node; cpu -> thread group; memory classes).
  *
- * At start (_hpcmem_topo_start, from the library constructor) the cpus, their
- * caches and the NUMA nodes come from Linux sysfs, read without the heap;
- * that is all the thread groups need.  hwloc -- opened with dlopen, read
- * into the tables, closed again -- is loaded only when something asks for
- * more: a topology file or hwloc variable at start, or later, once and
+ * The cpus, their caches and the NUMA nodes come from Linux sysfs, read
+ * without the heap; that is all the thread groups need.  They are read at
+ * the first question (_hpcmem_topo_start, once and thread-safely): a
+ * process whose one thread asks nothing never reads them (the allocator
+ * asks when a second thread takes a cache, api/alloc.c).  hwloc -- opened
+ * with dlopen, read into the tables, closed again -- is loaded only when
+ * something asks for more: a topology file or hwloc variable, or, once and
  * thread-safely, the first call that needs node sizes, memory kinds or
  * attributes, cores or caches (_hpcmem_topo_numa_info and what uses it: the
  * classes, LOCAL, the summary; cache and core counts).  hwloc calls malloc,
- * so none of that happens before the allocator works.  The other functions
- * read the tables only: no heap, no locks, no system calls, and each has an
- * answer before the load (one node, one group).
+ * so the queries are asked outside the allocator's locks, after it works.
+ * Once loaded, the functions read the tables only: no heap, no locks, no
+ * system calls.
  *
  * Indexes: "cpu" is always the OS cpu number (sched_getcpu); a NUMA node is
  * named by its OS index (what mbind takes) except in _hpcmem_topo_numa_info,
  * which walks the nodes by position 0 .. _hpcmem_topo_numa_count()-1.
  *
- * Loading and the group table are not thread-safe against the queries: load
- * (and _hpcmem_topo_group_count, which rebuilds the group table) during
- * start-up.  hwloc's later details never change the groups. */
+ * An explicit load (_hpcmem_topo_load, _hpcmem_topo_load_sysfs: tests) and
+ * _hpcmem_topo_group_count, which rebuilds the group table, are not
+ * thread-safe against the queries: the allocator builds the groups once,
+ * before it lets any thread read them (api/alloc.c, know_groups).  hwloc's
+ * later details never change the groups. */
 #ifndef HPCMEM_TOPO_TOPO_H
 #define HPCMEM_TOPO_TOPO_H
 #include <stdint.h>
@@ -77,7 +81,8 @@ typedef struct {
  * even this machine: the tables then hold one NUMA node with the online cpus,
  * and _hpcmem_topo_loaded() is 1 all the same. */
 int _hpcmem_topo_load(const char *xml_path_or_null);
-/* Start-up: Linux sysfs, unless HPCMEM_TOPOLOGY or one of hwloc's variables
+/* The reading the first question does (the queries call it; tests and the
+ * constructor may call it at once): Linux sysfs, unless HPCMEM_TOPOLOGY or one of hwloc's variables
  * that change what it describes (HWLOC_XMLFILE, HWLOC_SYNTHETIC,
  * HWLOC_FSROOT, ...) is set or sysfs cannot be read: then
  * _hpcmem_topo_load(NULL).  Returns what that returns. */
@@ -92,6 +97,9 @@ int _hpcmem_topo_load_sysfs(const char *root);
  * with strtoul, whose code and tables are two 64 KiB windows of libc that a
  * program which does not parse numbers never maps (docs/footprint.md). */
 int _hpcmem_topo_sysfs_possible_cpus(const char *root);
+/* In the child of fork: the locks of a reading that another thread of the
+ * parent was in are free again. */
+void _hpcmem_topo_fork_child(void);
 /* Set by the layer above: called with 1 before hwloc is loaded after start
  * and with 0 afterwards (the trace marks hwloc's mallocs as libhpcmem's). */
 extern void (*_hpcmem_topo_hwloc_guard)(int entering);

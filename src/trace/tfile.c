@@ -181,7 +181,7 @@ static int create_file(void) {
 
 /* ---- blocks ---------------------------------------------------------- */
 
-static int append_locked(hmt_block_t *b, const void *payload) {
+static int block_append_locked(hmt_block_t *b, const void *payload) {
   if (F.fd < 0) {
     if (F.failed) return -EBADF;
     int err = create_file();
@@ -208,7 +208,7 @@ int _hpcmem_tfile_write_block(hmt_block_t *b, const void *payload, int may_wait)
   if (may_wait) _hpcmem_tlock(&F.lock, tid);
   else if (_hpcmem_tlock_signal(&F.lock, tid)) return -EBUSY;  /* a signal handler */
   int first = F.fd < 0;
-  int err = append_locked(b, payload);
+  int err = block_append_locked(b, payload);
   if (err == 0 && first) modules_locked();
   _hpcmem_tlock_release(&F.lock);
   return err;
@@ -378,7 +378,7 @@ static void modules_locked(void) {
   b.type = HMT_BLOCK_MODULES; b.codec = HMT_CODEC_NONE;
   b.stored_len = b.raw_len = (uint32_t)M.len;
   b.count = M.count;
-  if (append_locked(&b, M.buf) == 0) { F.adds = M.adds; F.subs = M.subs; F.modules_known = 1; }
+  if (block_append_locked(&b, M.buf) == 0) { F.adds = M.adds; F.subs = M.subs; F.modules_known = 1; }
 }
 
 void _hpcmem_tfile_check_modules(int may_wait) {

@@ -174,6 +174,15 @@ else
   fail libc_below "libc ended where libhpcmem starts in $below of $starts starts"
 fi
 
+# the list names sections by function name: two static functions of one name
+# (in two files) both land in the section, and the one no process runs at
+# start takes the window's room (session 26: the trace's block writer, 1.9
+# KiB, beside the timeline's function of its name)
+dups=$(sed -n 's/^ *\*(\.text\.\([^ ]*\) .*/\1/p' "$top_srcdir/src/hot-text.ld" | sort -u > hot_names.$$
+       readelf -sW "$lib" | awk '/\.symtab/ {s = 1} s && $4 == "FUNC" && $7 != "UND" {print $8}' | sort | uniq -d |
+       comm -12 - hot_names.$$; rm -f hot_names.$$)
+if [ -z "$dups" ]; then ok unique_names; else fail unique_names "functions in src/hot-text.ld defined more than once (rename one): $(echo $dups)"; fi
+
 # stale list: what ran outside the section (about 10 s; gdb is in
 # quickstart.sh's package list)
 if ! command -v gdb > /dev/null; then

@@ -22,6 +22,8 @@
 extern "C" {
 #include "heap/tcache.h"
 #include "prim/prim.h"
+#include "topo/machine.h"
+#include "topo/topo.h"
 #include "hpcmem.h"
 }
 
@@ -1393,4 +1395,78 @@ TEST(malloc, takes_a_fresh_object_only_while_the_next_two_classes_have_none_free
     for (void *k : keep) free(k);
     EXPECT_EQ(hpcmem_check(), 0);
   }).join();
+}
+
+// The thread groups wait for a second thread (api/alloc.c, know_groups).
+// Each case runs in a fresh process: this program again, with only the test
+// `fresh_start` below and HPCMEM_TEST_FRESH saying what to expect.
+namespace {
+void run_fresh(const char *mode, const char *variable, const char *value) {
+  char exe[4096];
+  ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  ASSERT_GT(len, 0);
+  exe[len] = 0;
+  pid_t pid = fork();
+  if (pid == 0) {
+    for (const char *v : {"HPCMEM_VERBOSE", "HPCMEM_TOPOLOGY", "HPCMEM_DEFAULT_SEGMENT", "HPCMEM_HEAPS"}) unsetenv(v);
+    setenv("HPCMEM_TEST_FRESH", mode, 1);
+    if (variable) setenv(variable, value, 1);
+    execl(exe, exe, "--gtest_filter=_hpcmem_thread_cache.fresh_start", (char *)nullptr);
+    _exit(127);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << mode << ": " << (WIFSIGNALED(status) ? "killed by signal " : "exit ")
+      << (WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+}
+}  // namespace
+
+TEST(_hpcmem_thread_cache, fresh_start) {
+  const char *mode = getenv("HPCMEM_TEST_FRESH");
+  if (!mode) GTEST_SKIP() << "runs in a process of its own (the tests below start it)";
+  std::vector<void *> before;
+  for (int i = 0; i < 100; i++) before.push_back(malloc(48));
+  hpcmem_tcache_t *t = _hpcmem_tc;
+  ASSERT_NE(t, &_hpcmem_tcache_none);
+  if (strcmp(mode, "eager") == 0) {               // the start read them
+    EXPECT_NE(_hpcmem_cpu_to_group, nullptr);
+    EXPECT_EQ(t->bind_gen, _hpcmem_tcache_bind_gen);
+    for (void *p : before) free(p);
+    return;
+  }
+  // one thread: no topology file read (one file told the slices: the
+  // possible cpus), heap 0
+  int files = _hpcmem_topo_sysfs_files;
+  EXPECT_LE(files, 1);
+  EXPECT_EQ(_hpcmem_cpu_to_group, nullptr);
+  EXPECT_EQ(_hpcmem_tcache_bind_gen, 0u);
+  EXPECT_EQ(t->heap_index, 0u);
+  int cpu = sched_getcpu();
+  ASSERT_GE(cpu, 0);
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);   // the next binding's cpu is known
+  // a second thread's first malloc reads them
+  std::thread([] { free(malloc(64)); }).join();
+  ASSERT_NE(_hpcmem_cpu_to_group, nullptr);
+  EXPECT_EQ(_hpcmem_tcache_bind_gen, 1u);
+  EXPECT_TRUE(_hpcmem_topo_loaded());
+  if (strcmp(_hpcmem_topo_source(), "this machine") == 0) EXPECT_GT(_hpcmem_topo_sysfs_files, files);
+  EXPECT_EQ(t->bind_gen, 0u);                      // this thread's cache: at its next refill
+  void *p = malloc(24000);                         // a class this process has not used: a refill
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(t->bind_gen, 1u);
+  EXPECT_EQ(t->heap_index, _hpcmem_cpu_to_group(cpu) % _hpcmem_heaps.count);
+  EXPECT_EQ(_hpcmem_heaps.heap[t->heap_index].base, t->slice);
+  for (void *q : before) free(q);                  // from the heap it had before: sent home
+  free(p);
+  EXPECT_EQ(hpcmem_check(), 0);
+}
+
+TEST(_hpcmem_thread_cache, reads_the_groups_when_a_second_thread_allocates) { run_fresh("lazy", nullptr, nullptr); }
+
+TEST(_hpcmem_thread_cache, reads_the_groups_at_start_for_the_summary) {
+  run_fresh("eager", "HPCMEM_VERBOSE", "1");
 }
