@@ -80,9 +80,18 @@ def stop(ev):
       return
     try: sec = gdb.execute('info symbol \$pc', to_string=True).split(' in section ')[1].split()[0]
     except Exception: sec = '?'
+    # --outside watches the copies outside the section: a stop inside it (a
+    # copy of the name there, or a place the function was inlined into)
+    # turns only that location off, or it would hide a later outside run
+    if '$outside' == 'yes' and sec == '.text.hpcmem_hot' and b0(ev) != '_hpcmem_init':
+      for b in ev.breakpoints:
+        for l in getattr(b, 'locations', []):
+          if l.address == pc: l.enabled = False
+      return
     for b in ev.breakpoints:
       hits.add(b.location + ' ' + sec)
       b.enabled = False
+def b0(ev): return ev.breakpoints[0].location if ev.breakpoints else ''
 gdb.events.stop.connect(stop)
 for f in open('$T/funcs').read().split():
   try: gdb.Breakpoint(f)
@@ -183,7 +192,10 @@ cat <<'EOS'
  * tests/footprint/test_hot_text.sh (hot_text.bss_pages) counts them.  A
  * variable renamed here falls back to the default place and only costs its
  * pages.  The options' strings are written only for values set in the
- * environment. */
+ * environment.  The topology's tables (node cpu sets, hwloc table,
+ * topology, cpu rows) are touched when the topology is read: at start only
+ * where the start needs it (api/alloc.c, hpcmem_constructor), else with a
+ * second thread's first malloc or never. */
 SECTIONS {
   .bss.hpcmem_start (NOLOAD) : {
     *topo.o(.bss.node_cpus)

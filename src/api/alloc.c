@@ -163,6 +163,8 @@ HPCMEM_NOINLINE __attribute__((cold)) static void start_short(int rc, unsigned w
                  (size_t)(_hpcmem_large.end - _hpcmem_large.base) >> 20);
 }
 
+static int no_sysfs;                /* the topology would come from hwloc (hpcmem_constructor) */
+
 void _hpcmem_init(void) {
   _hpcmem_lock(&init_lock);
   if (_hpcmem_ready) { _hpcmem_unlock(&init_lock); return; }
@@ -177,7 +179,8 @@ void _hpcmem_init(void) {
   /* one address slice per cpu (slices cost address space only); the topology,
    * loaded once the allocator works, maps cpus that share a cache onto one heap */
   long ncpu = _hpcmem_topo_sysfs_possible_cpus(HPCMEM_START_STR("/"));
-  if (ncpu <= 0) ncpu = sysconf(_SC_NPROCESSORS_CONF);
+  no_sysfs = ncpu <= 0;
+  if (no_sysfs) ncpu = sysconf(_SC_NPROCESSORS_CONF);
   unsigned heaps = _hpcmem_opt(HEAPS) ? (unsigned)_hpcmem_opt(HEAPS) : (unsigned)(ncpu > 0 ? ncpu : 1);
   if (heaps > HPCMEM_MAX_HEAPS) heaps = HPCMEM_MAX_HEAPS;   /* cpus beyond share heaps (HPCMEM_HEAPS stops at 64) */
   unsigned shift = log2_of((size_t)_hpcmem_opt(BLOCK_SIZE));
@@ -266,7 +269,7 @@ HPCMEM_NOINLINE static void know_groups(void) {
   _hpcmem_lock(&groups_lock);
   if (!groups_known) {
     int loaded = _hpcmem_topo_loaded() && _hpcmem_topo_group_count(0) > 0;
-    _hpcmem_cpu_to_group = loaded ? topo_group : cpu_slice;
+    __atomic_store_n(&_hpcmem_cpu_to_group, loaded ? topo_group : cpu_slice, __ATOMIC_RELEASE);
     __atomic_add_fetch(&_hpcmem_tcache_bind_gen, 1, __ATOMIC_RELEASE);
     __atomic_store_n(&groups_known, 1, __ATOMIC_RELEASE);
   }
@@ -289,10 +292,14 @@ __attribute__((constructor(101))) static void hpcmem_constructor(void) {
   if (on_system) return;
   pthread_atfork(fork_prepare, fork_parent, fork_child);
   _hpcmem_topo_hwloc_guard = around_hwloc;   /* the topology and hwloc loaded later, by whoever asks */
-  /* at once: the summary, a topology file's errors, and segments that a
-   * malloc may create (they ask for nodes, and hwloc mallocs) */
-  const char *file = _hpcmem_opt_str(TOPOLOGY);
-  if (_hpcmem_opt(VERBOSE) || (file && *file) || _hpcmem_default_seg != HPCMEM_SEG_PRIVATE) know_groups();
+  /* at once: for the summary; where hwloc reads it (a topology file or
+   * hwloc's variables, or no sysfs), which mallocs and opens libraries --
+   * not inside another thread's first malloc, which may run under the
+   * loader's lock (a dlopen) -- and says what is wrong with a file at start;
+   * and for segments that a malloc may create (they ask for nodes) */
+  if (_hpcmem_opt(VERBOSE) || _hpcmem_topo_start_needs_hwloc() || no_sysfs ||
+      _hpcmem_default_seg != HPCMEM_SEG_PRIVATE)
+    know_groups();
   if (_hpcmem_opt(VERBOSE)) _hpcmem_topo_print(stderr);
 }
 

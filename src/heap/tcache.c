@@ -197,7 +197,8 @@ unsigned _hpcmem_tcache_live_count(void) { return __atomic_load_n(&live_threads,
 void _hpcmem_tcache_rebind(hpcmem_tcache_t *t) {
   t->bind_gen = __atomic_load_n(&_hpcmem_tcache_bind_gen, __ATOMIC_ACQUIRE);   /* then the map it counts */
   int cpu = sched_getcpu();
-  unsigned g = cpu < 0 || !_hpcmem_cpu_to_group ? 0 : _hpcmem_cpu_to_group(cpu);   /* NULL: one thread so far */
+  unsigned (*group)(int) = __atomic_load_n(&_hpcmem_cpu_to_group, __ATOMIC_ACQUIRE);
+  unsigned g = cpu < 0 || !group ? 0 : group(cpu);   /* NULL: one thread so far */
   hpcmem_heap_t *h = &_hpcmem_heaps.heap[g % _hpcmem_heaps.count];
   if (t->heap != h) {
     /* a cache holds only its own group's objects: those of the old group go home first */

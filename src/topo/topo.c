@@ -306,7 +306,10 @@ int _hpcmem_topo_cpu_limit(void) { return loaded() ? T.cpu_limit : 1; }
 int _hpcmem_topo_core_count(void) { need_full(); return T.loaded ? T.ncores : 0; }
 uint64_t _hpcmem_topo_cache_size(int level) { need_full(); return level >= 1 && level <= 5 ? T.cache_size[level] : 0; }
 int _hpcmem_topo_cache_line(void) { need_full(); return T.cache_line > 0 ? T.cache_line : 64; }
-int _hpcmem_topo_detailed(void) { return loaded() && __atomic_load_n(&T.full, __ATOMIC_ACQUIRE); }
+/* reads nothing (the summary of a fatal signal asks, mpi/sample.c) */
+int _hpcmem_topo_detailed(void) {
+  return __atomic_load_n(&started, __ATOMIC_ACQUIRE) && T.loaded && __atomic_load_n(&T.full, __ATOMIC_ACQUIRE);
+}
 int _hpcmem_topo_cpu_at(int i) { return loaded() && i >= 0 && i < T.ncpus ? C[i].order : -EINVAL; }
 const char *_hpcmem_topo_group_level(void) { return loaded(), T.group_level ? T.group_level : "none (not loaded)"; }
 
@@ -1181,13 +1184,12 @@ static void need_start(void) {
   _hpcmem_unlock(&start_lock);
 }
 
-/* A child of fork has one thread: a reading or hwloc load another thread of
- * the parent was in never ends there (the tables are read again at the
- * child's first question: `started` is set only once they are complete). */
-void _hpcmem_topo_fork_child(void) {
-  _hpcmem_unlock(&start_lock);
-  _hpcmem_unlock(&full_lock);
-}
+/* A child of fork has one thread: a reading another thread of the parent
+ * was in never ends there (the tables are read again at the child's first
+ * question: `started` is set only once they are complete; the reading is
+ * sysfs's, which keeps no other state, as the constructor reads at once
+ * what would go through hwloc). */
+void _hpcmem_topo_fork_child(void) { _hpcmem_unlock(&start_lock); }
 
 int _hpcmem_topo_load_sysfs(const char *root) {
   if (!root || !*root) return -EINVAL;
@@ -1218,9 +1220,13 @@ static int hwloc_asked(void) {
   return 0;
 }
 
-int _hpcmem_topo_start(void) {
+int _hpcmem_topo_start_needs_hwloc(void) {
   const char *file = _hpcmem_opt_str(TOPOLOGY);
-  if ((file && *file) || hwloc_asked() || _hpcmem_topo_load_sysfs(HPCMEM_START_STR("/")) != 0) return _hpcmem_topo_load(NULL);
+  return (file && *file) || hwloc_asked();
+}
+
+int _hpcmem_topo_start(void) {
+  if (_hpcmem_topo_start_needs_hwloc() || _hpcmem_topo_load_sysfs(HPCMEM_START_STR("/")) != 0) return _hpcmem_topo_load(NULL);
   return 0;
 }
 

@@ -87,6 +87,11 @@ int _hpcmem_topo_load(const char *xml_path_or_null);
  * HWLOC_FSROOT, ...) is set or sysfs cannot be read: then
  * _hpcmem_topo_load(NULL).  Returns what that returns. */
 int _hpcmem_topo_start(void);
+/* Whether _hpcmem_topo_start would read through hwloc (HPCMEM_TOPOLOGY or
+ * one of hwloc's variables is set), which allocates and opens libraries:
+ * the allocator then reads at start (api/alloc.c), not inside a thread's
+ * first malloc. */
+int _hpcmem_topo_start_needs_hwloc(void);
 /* Load cpus, caches and nodes from the Linux file system below root ("/":
  * this machine; tests give fake trees, and hwloc's later details then come
  * from the same tree through HWLOC_FSROOT).  0, or -errno (tables empty). */
@@ -97,8 +102,8 @@ int _hpcmem_topo_load_sysfs(const char *root);
  * with strtoul, whose code and tables are two 64 KiB windows of libc that a
  * program which does not parse numbers never maps (docs/footprint.md). */
 int _hpcmem_topo_sysfs_possible_cpus(const char *root);
-/* In the child of fork: the locks of a reading that another thread of the
- * parent was in are free again. */
+/* In the child of fork: the lock of a (sysfs) reading that another thread
+ * of the parent was in is free again. */
 void _hpcmem_topo_fork_child(void);
 /* Set by the layer above: called with 1 before hwloc is loaded after start
  * and with 0 afterwards (the trace marks hwloc's mallocs as libhpcmem's). */

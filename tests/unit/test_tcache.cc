@@ -1442,6 +1442,8 @@ TEST(_hpcmem_thread_cache, fresh_start) {
   EXPECT_EQ(_hpcmem_cpu_to_group, nullptr);
   EXPECT_EQ(_hpcmem_tcache_bind_gen, 0u);
   EXPECT_EQ(t->heap_index, 0u);
+  EXPECT_EQ(_hpcmem_topo_detailed(), 0);           // asks without reading (a fatal signal's summary)
+  EXPECT_EQ(_hpcmem_topo_sysfs_files, files);
   int cpu = sched_getcpu();
   ASSERT_GE(cpu, 0);
   cpu_set_t one;

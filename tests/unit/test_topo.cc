@@ -122,6 +122,22 @@ class topo_kind_name : public Topo {};
 class topo_print : public Topo {};
 class topo_unload : public Topo {};
 class topo_core_count : public Topo {};
+class topo_start_needs_hwloc : public Topo {};
+
+/* ------------------------------------------------------------------ */
+/* _hpcmem_topo_start_needs_hwloc                                       */
+
+// The allocator reads such a topology at start, not in a thread's first malloc.
+TEST_F(topo_start_needs_hwloc, a_file_or_an_hwloc_variable) {
+  EXPECT_EQ(_hpcmem_topo_start_needs_hwloc(), 0);
+  set_options({"HPCMEM_TOPOLOGY=" + data("plain-1numa.xml")});
+  EXPECT_EQ(_hpcmem_topo_start_needs_hwloc(), 1);
+  set_options({});
+  setenv("HWLOC_SYNTHETIC", "pack:2 pu:1", 1);
+  EXPECT_EQ(_hpcmem_topo_start_needs_hwloc(), 1);
+  setenv("HWLOC_SYNTHETIC", "", 1);               // set but empty: not asked
+  EXPECT_EQ(_hpcmem_topo_start_needs_hwloc(), 0);
+}
 
 /* ------------------------------------------------------------------ */
 /* _hpcmem_topo_load                                                    */
