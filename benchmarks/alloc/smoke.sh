@@ -68,13 +68,15 @@ runs() {
   check "threads_xfree_$a" "$lib" alloc_threads --mode xfree --threads 4 --ops 400K
   check "threads_local_$a" "$lib" alloc_threads --mode local --threads 4 --ops 400K
   check "realloc_$a" "$lib" alloc_realloc --step 16 --max 256K --reps 3
+  check "start_$a" "$lib" alloc_start --runs 5
+  check "start_true_$a" "$lib" alloc_start --runs 5 --program /bin/true
 }
 
 runs system ""
 if [ "$hp_state" = ok ]; then
   runs libhpcmem "$hp"
 else
-  for c in sizes_notouch sizes_touch residents_none residents_ends churn threads_xfree threads_local realloc; do
+  for c in sizes_notouch sizes_touch residents_none residents_ends churn threads_xfree threads_local realloc start start_true; do
     skip "${c}_libhpcmem" "$hp_state"
   done
 fi
@@ -97,6 +99,7 @@ detects churn_detects_corruption alloc_churn --live 100 --ops 100K
 detects threads_xfree_detects_corruption alloc_threads --mode xfree --threads 2 --ops 10K
 detects threads_local_detects_corruption alloc_threads --mode local --threads 2 --ops 100K --live 10
 detects realloc_detects_corruption alloc_realloc --step 16 --max 4K --reps 1
+detects start_detects_a_failed_child alloc_start --runs 2
 
 # --pages yes: where two threads' live objects lie (each covers at least a
 # page; a page holds the objects of one or two threads)
@@ -118,7 +121,8 @@ for args in "alloc_sizes --mode sideways" "alloc_sizes --mode touch --factor 1" 
             "alloc_churn --min 0" "alloc_threads --mode xfree --threads 0" \
             "alloc_threads --mode local --queue 3" "alloc_threads --mode xfree --pages yes" \
             "alloc_threads --mode local --pages maybe" "alloc_realloc --step 0" \
-            "alloc_realloc --step 64 --max 16"; do
+            "alloc_realloc --step 64 --max 16" "alloc_start --runs 0" \
+            "alloc_start --program /nonexistent/program"; do
   # shellcheck disable=SC2086
   "$bin"/$args > /dev/null 2>&1 < /dev/null
   rc=$?
