@@ -298,8 +298,10 @@ __attribute__((constructor(101))) static void hpcmem_constructor(void) {
    * loader's lock (a dlopen) -- and says what is wrong with a file at start;
    * and for segments that a malloc may create (they ask for nodes) */
   if (_hpcmem_opt(VERBOSE) || _hpcmem_topo_start_needs_hwloc() || no_sysfs ||
-      _hpcmem_default_seg != HPCMEM_SEG_PRIVATE)
+      _hpcmem_default_seg != HPCMEM_SEG_PRIVATE) {
+    _hpcmem_topo_read_at_start();
     know_groups();
+  }
   if (_hpcmem_opt(VERBOSE)) _hpcmem_topo_print(stderr);
 }
 

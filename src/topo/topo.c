@@ -1164,25 +1164,40 @@ static void need_full(void) {
 }
 
 /* The start's reading, at the first question: cpus, caches and nodes from
- * sysfs (hwloc for a topology file or hwloc's variables).  A process whose
- * one thread asks nothing skips it: 23 files here, about 270 us of a
- * 1 ms start (docs/topology.md).  Any thread may ask, and other threads
- * wait for the answer; the callers are out of the allocator's locks (a
- * topology file's reading allocates). */
+ * sysfs.  A process whose one thread asks nothing skips it: 23 files here,
+ * about 270 us of a 1 ms start (docs/topology.md).  Any thread may ask,
+ * and other threads wait for the answer.  A question may come inside a
+ * thread's first malloc, which may run under the loader's lock (a dlopen):
+ * so this reading neither allocates nor opens a library -- where sysfs
+ * fails now, the machine is one node of the online cpus, said once.  What
+ * hwloc would read (a topology file, hwloc's variables, no sysfs at start)
+ * the allocator reads at start instead, through _hpcmem_topo_read_at_start,
+ * which may. */
 static hpcmem_lock_t start_lock = HPCMEM_LOCK_INIT;
-static void need_start(void) {
+static void need_start_as(int may_hwloc) {
   if (__atomic_load_n(&started, __ATOMIC_ACQUIRE) || in_start) return;
   _hpcmem_lock(&start_lock);
   if (!started) {
     in_start = 1;
-    if (_hpcmem_topo_hwloc_guard) _hpcmem_topo_hwloc_guard(1);
-    _hpcmem_topo_start();
-    if (_hpcmem_topo_hwloc_guard) _hpcmem_topo_hwloc_guard(0);
+    if (may_hwloc) {
+      if (_hpcmem_topo_hwloc_guard) _hpcmem_topo_hwloc_guard(1);
+      _hpcmem_topo_start();
+      if (_hpcmem_topo_hwloc_guard) _hpcmem_topo_hwloc_guard(0);
+    } else {
+      int r = _hpcmem_topo_load_sysfs(HPCMEM_START_STR("/"));
+      if (r) {
+        load_minimal();
+        _hpcmem_warn("cannot read the topology from sysfs (%s); using one node with %d cpu%s", strerror(-r), T.ncpus,
+                     T.ncpus == 1 ? "" : "s");
+      }
+    }
     in_start = 0;
     __atomic_store_n(&started, 1, __ATOMIC_RELEASE);
   }
   _hpcmem_unlock(&start_lock);
 }
+static void need_start(void) { need_start_as(0); }
+void _hpcmem_topo_read_at_start(void) { need_start_as(1); }
 
 /* A child of fork has one thread: a reading another thread of the parent
  * was in never ends there (the tables are read again at the child's first

@@ -81,8 +81,8 @@ typedef struct {
  * even this machine: the tables then hold one NUMA node with the online cpus,
  * and _hpcmem_topo_loaded() is 1 all the same. */
 int _hpcmem_topo_load(const char *xml_path_or_null);
-/* The reading the first question does (the queries call it; tests and the
- * constructor may call it at once): Linux sysfs, unless HPCMEM_TOPOLOGY or one of hwloc's variables
+/* The start's reading (tests call it; the constructor through
+ * _hpcmem_topo_read_at_start): Linux sysfs, unless HPCMEM_TOPOLOGY or one of hwloc's variables
  * that change what it describes (HWLOC_XMLFILE, HWLOC_SYNTHETIC,
  * HWLOC_FSROOT, ...) is set or sysfs cannot be read: then
  * _hpcmem_topo_load(NULL).  Returns what that returns. */
@@ -92,6 +92,12 @@ int _hpcmem_topo_start(void);
  * the allocator then reads at start (api/alloc.c), not inside a thread's
  * first malloc. */
 int _hpcmem_topo_start_needs_hwloc(void);
+/* The reading at once, by _hpcmem_topo_start (hwloc where it says so):
+ * for the constructor, where hwloc may allocate and open its library.  The
+ * reading a later first question does is sysfs's alone (no heap, no
+ * library: it may run inside a thread's first malloc), and where sysfs
+ * fails then, one node of the online cpus (a warning says so). */
+void _hpcmem_topo_read_at_start(void);
 /* Load cpus, caches and nodes from the Linux file system below root ("/":
  * this machine; tests give fake trees, and hwloc's later details then come
  * from the same tree through HWLOC_FSROOT).  0, or -errno (tables empty). */

@@ -7,6 +7,7 @@
 // own allocator is libhpcmem (libhpcmem-core), so the heaps are the real ones;
 // each test uses size classes nothing else in the process uses.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <malloc.h>
 #include <sys/mman.h>
@@ -17,6 +18,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <thread>
 #include <vector>
 extern "C" {
@@ -1399,7 +1402,7 @@ TEST(malloc, takes_a_fresh_object_only_while_the_next_two_classes_have_none_free
 
 // The thread groups wait for a second thread (api/alloc.c, know_groups).
 // Each case runs in a fresh process: this program again, with only the test
-// `fresh_start` below and HPCMEM_TEST_FRESH saying what to expect.
+// `DISABLED_fresh_start` below and TEST_TCACHE_FRESH saying what to expect.
 namespace {
 void run_fresh(const char *mode, const char *variable, const char *value) {
   char exe[4096];
@@ -1408,10 +1411,15 @@ void run_fresh(const char *mode, const char *variable, const char *value) {
   exe[len] = 0;
   pid_t pid = fork();
   if (pid == 0) {
-    for (const char *v : {"HPCMEM_VERBOSE", "HPCMEM_TOPOLOGY", "HPCMEM_DEFAULT_SEGMENT", "HPCMEM_HEAPS"}) unsetenv(v);
-    setenv("HPCMEM_TEST_FRESH", mode, 1);
+    for (const char *v : {"HPCMEM_VERBOSE", "HPCMEM_TOPOLOGY", "HPCMEM_DEFAULT_SEGMENT", "HPCMEM_HEAPS", "HWLOC_XMLFILE",
+                          "HWLOC_SYNTHETIC", "HWLOC_FSROOT", "HWLOC_CPUID_PATH", "HWLOC_COMPONENTS", "HWLOC_ALLOW",
+                          "HWLOC_THISSYSTEM"})
+      unsetenv(v);
+    setenv("TEST_TCACHE_FRESH", mode, 1);
     if (variable) setenv(variable, value, 1);
-    execl(exe, exe, "--gtest_filter=_hpcmem_thread_cache.fresh_start", (char *)nullptr);
+    execl(exe, exe, "--gtest_brief=1", "--gtest_also_run_disabled_tests",
+          "--gtest_filter=_hpcmem_thread_cache.DISABLED_fresh_start",
+          (char *)nullptr);
     _exit(127);
   }
   int status = 0;
@@ -1422,9 +1430,10 @@ void run_fresh(const char *mode, const char *variable, const char *value) {
 }
 }  // namespace
 
-TEST(_hpcmem_thread_cache, fresh_start) {
-  const char *mode = getenv("HPCMEM_TEST_FRESH");
-  if (!mode) GTEST_SKIP() << "runs in a process of its own (the tests below start it)";
+// Disabled: it runs only in a process of its own, which the tests below start.
+TEST(_hpcmem_thread_cache, DISABLED_fresh_start) {
+  const char *mode = getenv("TEST_TCACHE_FRESH");
+  ASSERT_NE(mode, nullptr) << "run by the tests below, in a process of its own";
   std::vector<void *> before;
   for (int i = 0; i < 100; i++) before.push_back(malloc(48));
   hpcmem_tcache_t *t = _hpcmem_tc;
@@ -1451,11 +1460,30 @@ TEST(_hpcmem_thread_cache, fresh_start) {
   CPU_SET(cpu, &one);
   ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);   // the next binding's cpu is known
   // a second thread's first malloc reads them
+  if (strcmp(mode, "late_hwloc") == 0) setenv("HWLOC_SYNTHETIC", "pack:1 l3:1 core:2 pu:1", 1);
+  std::vector<int> fds;
+  if (strcmp(mode, "nofiles") == 0) {             // sysfs cannot be read then
+    for (int fd; (fd = open("/dev/null", O_RDONLY)) >= 0;) fds.push_back(fd);
+    ASSERT_EQ(errno, EMFILE);
+  }
   std::thread([] { free(malloc(64)); }).join();
+  for (int fd : fds) close(fd);
+  if (strcmp(mode, "nofiles") == 0) {
+    std::ifstream maps("/proc/self/maps");
+    std::string all((std::istreambuf_iterator<char>(maps)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(all.find("libhwloc"), std::string::npos);
+    EXPECT_EQ(std::string(_hpcmem_topo_source()), "this machine (one node, without hwloc)");
+  }
+  if (strcmp(mode, "late_hwloc") == 0) {          // read from sysfs, not through hwloc inside a malloc
+    EXPECT_EQ(std::string(_hpcmem_topo_source()), "this machine");
+  }
   ASSERT_NE(_hpcmem_cpu_to_group, nullptr);
   EXPECT_EQ(_hpcmem_tcache_bind_gen, 1u);
   EXPECT_TRUE(_hpcmem_topo_loaded());
-  if (strcmp(_hpcmem_topo_source(), "this machine") == 0) EXPECT_GT(_hpcmem_topo_sysfs_files, files);
+  if (strcmp(_hpcmem_topo_source(), "this machine") == 0) {
+    EXPECT_GT(_hpcmem_topo_sysfs_files, files);
+  }
+  if (strcmp(mode, "nofiles") == 0) return;        // one node: the groups by cpu count, nothing more to see
   EXPECT_EQ(t->bind_gen, 0u);                      // this thread's cache: at its next refill
   void *p = malloc(24000);                         // a class this process has not used: a refill
   ASSERT_NE(p, nullptr);
@@ -1472,3 +1500,16 @@ TEST(_hpcmem_thread_cache, reads_the_groups_when_a_second_thread_allocates) { ru
 TEST(_hpcmem_thread_cache, reads_the_groups_at_start_for_the_summary) {
   run_fresh("eager", "HPCMEM_VERBOSE", "1");
 }
+
+// hwloc allocates and opens its library: not inside a thread's first malloc
+TEST(_hpcmem_thread_cache, reads_the_groups_at_start_where_hwloc_reads_them) {
+  run_fresh("eager", "HWLOC_SYNTHETIC", "pack:1 l3:1 core:2 pu:1");
+}
+
+// A reading inside a thread's first malloc is sysfs's alone: hwloc's
+// variables set after the start do not make it open hwloc there.
+TEST(_hpcmem_thread_cache, a_later_reading_opens_no_library) { run_fresh("late_hwloc", nullptr, nullptr); }
+
+// sysfs unreadable at the second thread's first malloc (no file descriptor
+// left): one node, said on stderr, and the program goes on
+TEST(_hpcmem_thread_cache, a_later_reading_without_sysfs_gives_one_node) { run_fresh("nofiles", nullptr, nullptr); }

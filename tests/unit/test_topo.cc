@@ -129,6 +129,8 @@ class topo_start_needs_hwloc : public Topo {};
 
 // The allocator reads such a topology at start, not in a thread's first malloc.
 TEST_F(topo_start_needs_hwloc, a_file_or_an_hwloc_variable) {
+  for (const char *v : {"HWLOC_FSROOT", "HWLOC_CPUID_PATH", "HWLOC_COMPONENTS", "HWLOC_ALLOW", "HWLOC_THISSYSTEM"})
+    unsetenv(v);   // SetUp cleared the other two
   EXPECT_EQ(_hpcmem_topo_start_needs_hwloc(), 0);
   set_options({"HPCMEM_TOPOLOGY=" + data("plain-1numa.xml")});
   EXPECT_EQ(_hpcmem_topo_start_needs_hwloc(), 1);
