@@ -311,7 +311,10 @@ int _hpcmem_topo_detailed(void) {
   return __atomic_load_n(&started, __ATOMIC_ACQUIRE) && T.loaded && __atomic_load_n(&T.full, __ATOMIC_ACQUIRE);
 }
 int _hpcmem_topo_cpu_at(int i) { return loaded() && i >= 0 && i < T.ncpus ? C[i].order : -EINVAL; }
-const char *_hpcmem_topo_group_level(void) { return loaded(), T.group_level ? T.group_level : "none (not loaded)"; }
+const char *_hpcmem_topo_group_level(void) {
+  need_start();
+  return T.group_level ? T.group_level : "none (not loaded)";
+}
 
 int _hpcmem_topo_numa_info(int node, hpcmem_numa_info_t *out) {
   if (!out || node < 0 || node >= _hpcmem_topo_numa_count()) return -EINVAL;

@@ -8,11 +8,11 @@
 #include <time.h>
 
 typedef struct { volatile int v; } hpcmem_lock_t;
+#define HPCMEM_LOCK_INIT {0}
+
 /* Always inlined: an out-of-line copy (-Os files) is a function of this
  * name in each file that has one, which the start's code list
  * (src/hot-text.ld) cannot tell apart. */
-#define HPCMEM_LOCK_INIT {0}
-
 static inline __attribute__((always_inline)) int _hpcmem_lock_try(hpcmem_lock_t *l) {
   return __atomic_exchange_n(&l->v, 1, __ATOMIC_ACQUIRE) == 0;
 }
