@@ -70,28 +70,27 @@ hits = set()
 # library's _exit, which exit() calls, or the loader's own calloc are not
 # libhpcmem's.  Such a stop only turns its location off; the first stop in
 # libhpcmem is the hit, and turns the breakpoint off.
+def location_off(ev, pc):
+  for b in ev.breakpoints:
+    for l in getattr(b, 'locations', []):
+      if l.address == pc: l.enabled = False
 def stop(ev):
   if isinstance(ev, gdb.BreakpointEvent):
     pc = int(gdb.parse_and_eval('\$pc'))
     if 'libhpcmem' not in (gdb.solib_name(pc) or ''):
-      for b in ev.breakpoints:
-        for l in getattr(b, 'locations', []):
-          if l.address == pc: l.enabled = False
+      location_off(ev, pc)
       return
     try: sec = gdb.execute('info symbol \$pc', to_string=True).split(' in section ')[1].split()[0]
     except Exception: sec = '?'
     # --outside watches the copies outside the section: a stop inside it (a
     # copy of the name there, or a place the function was inlined into)
     # turns only that location off, or it would hide a later outside run
-    if '$outside' == 'yes' and sec == '.text.hpcmem_hot' and b0(ev) != '_hpcmem_init':
-      for b in ev.breakpoints:
-        for l in getattr(b, 'locations', []):
-          if l.address == pc: l.enabled = False
+    if '$outside' == 'yes' and sec == '.text.hpcmem_hot' and ev.breakpoints[0].location != '_hpcmem_init':
+      location_off(ev, pc)
       return
     for b in ev.breakpoints:
       hits.add(b.location + ' ' + sec)
       b.enabled = False
-def b0(ev): return ev.breakpoints[0].location if ev.breakpoints else ''
 gdb.events.stop.connect(stop)
 for f in open('$T/funcs').read().split():
   try: gdb.Breakpoint(f)
