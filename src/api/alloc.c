@@ -396,6 +396,15 @@ static inline void *counted(hpcmem_tcache_t *t, void *p, size_t n, size_t usable
   return p;
 }
 
+/* A run of the thread's heap for n bytes at align (above the datablock
+ * size: no class has it), after the thread bound to its group's heap
+ * (a lone thread on heap 0 when the groups became known binds here too when
+ * it takes no refill), or NULL. */
+static void *direct_run(hpcmem_tcache_t *t, size_t n, size_t align) {
+  _hpcmem_tcache_bind_check(t);
+  return _hpcmem_heap_run_alloc(t->heap, n, align);
+}
+
 static void *alloc_slow(hpcmem_tcache_t *t, size_t n, size_t align, int zeroed) {
   void *p;
   size_t usable;
@@ -413,7 +422,7 @@ static void *alloc_slow(hpcmem_tcache_t *t, size_t n, size_t align, int zeroed) 
       goto large;
     }
     usable = _hpcmem_class_size[cls];
-  } else if (n < _hpcmem_large_threshold && (p = _hpcmem_heap_run_alloc(t->heap, n, align)) != NULL) {
+  } else if (n < _hpcmem_large_threshold && (p = direct_run(t, n, align)) != NULL) {
     usable = _hpcmem_span_of(p)->run_size;
   } else {
   large:

@@ -353,8 +353,7 @@ __attribute__((noinline, cold)) static unsigned refill_elsewhere(hpcmem_tcache_t
  * fresh range handed out first), 7,928 with every fresh object here, 7,948
  * as it is. */
 void *_hpcmem_tcache_refill(hpcmem_tcache_t *t, unsigned cls, unsigned *got_cls) {
-  if (__builtin_expect(t->bind_gen != __atomic_load_n(&_hpcmem_tcache_bind_gen, __ATOMIC_RELAXED), 0))
-    _hpcmem_tcache_rebind(t);                 /* the groups became known since (a fresh range goes back too) */
+  _hpcmem_tcache_bind_check(t);               /* the groups became known since (a fresh range goes back too) */
   hpcmem_bin_t *b = &t->bin[cls];
   unsigned want;
   void *p;

@@ -249,9 +249,15 @@ int _hpcmem_tcache_merge_stats(hpcmem_stats_t *out, uint64_t *cur_unpublished, u
 /* Select the group heap of the calling thread again (after the topology is known). */
 void _hpcmem_tcache_rebind(hpcmem_tcache_t *t);
 /* Counts the changes of _hpcmem_cpu_to_group: a cache bound before the last
- * one binds again at its next refill (the thread that was alone when the
- * groups became known: api/alloc.c, know_groups). */
+ * one binds again at its next refill or direct run (the thread that was
+ * alone when the groups became known: api/alloc.c, know_groups). */
 extern HPCMEM_HIDDEN uint32_t _hpcmem_tcache_bind_gen;
+/* Before t takes memory from its heap on a slow path: bound before the
+ * groups last changed, it binds again (flushing the old heap's objects). */
+static inline void _hpcmem_tcache_bind_check(hpcmem_tcache_t *t) {
+  if (__builtin_expect(t->bind_gen != __atomic_load_n(&_hpcmem_tcache_bind_gen, __ATOMIC_RELAXED), 0))
+    _hpcmem_tcache_rebind(t);
+}
 /* Threads with a live cache (read without the lock: a hint). */
 unsigned _hpcmem_tcache_live_count(void);
 /* Turn the fast paths off for every cache, present and future: malloc's

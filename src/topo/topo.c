@@ -1152,10 +1152,15 @@ void (*_hpcmem_topo_hwloc_guard)(int entering);
 static hpcmem_lock_t full_lock = HPCMEM_LOCK_INIT;
 static __thread int in_full;   /* this thread is loading hwloc (its mallocs may ask us again) */
 
+static int full_forked;       /* a fork child: the parent was loading the details (see details_lost) */
+static void details_lost(void);
+
 static void need_full(void) {
   if (!loaded() || __atomic_load_n(&T.full, __ATOMIC_ACQUIRE) || in_full) return;
   _hpcmem_lock(&full_lock);
-  if (!T.full) {
+  if (full_forked) {
+    details_lost();
+  } else if (!T.full) {
     in_full = 1;
     if (_hpcmem_topo_hwloc_guard) _hpcmem_topo_hwloc_guard(1);
     add_hwloc();
@@ -1203,11 +1208,45 @@ static void need_start(void) { need_start_as(0); }
 void _hpcmem_topo_read_at_start(void) { need_start_as(1); }
 
 /* A child of fork has one thread: a reading another thread of the parent
- * was in never ends there (the tables are read again at the child's first
- * question: `started` is set only once they are complete; the reading is
- * sysfs's, which keeps no other state, as the constructor reads at once
- * what would go through hwloc). */
-void _hpcmem_topo_fork_child(void) { _hpcmem_unlock(&start_lock); }
+ * was in never ends there.  The start's reading is read again at the
+ * child's first question (`started` is set only once the tables are
+ * complete; the reading is sysfs's, which keeps no other state, as the
+ * constructor reads at once what would go through hwloc).  A loading of
+ * hwloc's details is given up (details_lost). */
+void _hpcmem_topo_fork_child(void) {
+  _hpcmem_unlock(&start_lock);
+  if (__atomic_load_n(&full_lock.v, __ATOMIC_RELAXED)) {
+    full_forked = 1;
+    _hpcmem_unlock(&full_lock);
+  }
+}
+
+/* In a child of fork whose parent had a thread loading hwloc's details
+ * (full_lock held): that thread is not here to finish.  What it left is
+ * unusable -- hwloc's library perhaps half opened, its topology half built,
+ * hwloc's own locks perhaps held -- so it is forgotten, not called or
+ * freed.  The tables, which add_details may have half changed, are read
+ * from sysfs again, and the child goes without the details (node sizes,
+ * kinds, cores and caches), said once.  (hwloc's variables that add_hwloc
+ * sets for the loading stay set in the child: unsetenv could wait for
+ * ever on the environment's lock, which the parent's thread may have held.) */
+static void details_lost(void) {
+  full_forked = 0;
+#ifdef HAVE_HWLOC
+  memset(&H, 0, sizeof H);
+  T.topo = NULL;
+  memset(T.node_obj, 0, sizeof T.node_obj);
+#endif
+  char root[sizeof T.sysfs_root];
+  copy_str(root, sizeof root, T.sysfs_root);
+  if (!root[0] || _hpcmem_topo_load_sysfs(root) != 0) {
+    reset_tables();
+    load_minimal();
+  }
+  __atomic_store_n(&T.full, 1, __ATOMIC_RELEASE);
+  _hpcmem_warn("this process was forked while another thread was reading the machine's details through hwloc; "
+               "it goes without NUMA node sizes, memory kinds, cores and caches");
+}
 
 int _hpcmem_topo_load_sysfs(const char *root) {
   if (!root || !*root) return -EINVAL;

@@ -1484,8 +1484,16 @@ TEST(_hpcmem_thread_cache, DISABLED_fresh_start) {
     EXPECT_GT(_hpcmem_topo_sysfs_files, files);
   }
   if (strcmp(mode, "nofiles") == 0) return;        // one node: the groups by cpu count, nothing more to see
-  EXPECT_EQ(t->bind_gen, 0u);                      // this thread's cache: at its next refill
-  void *p = malloc(24000);                         // a class this process has not used: a refill
+  EXPECT_EQ(t->bind_gen, 0u);                      // this thread's cache: at its next refill or direct run
+  void *p = nullptr;
+  if (strcmp(mode, "run") == 0) {                  // an alignment no class has: a run of the heap
+    p = aligned_alloc(16384, 20000);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ((uintptr_t)p % 16384, 0u);
+    EXPECT_EQ((uintptr_t)p - (uintptr_t)t->slice < ((uintptr_t)1 << HPCMEM_SLICE_SHIFT), 1) << "not of its heap";
+  } else {
+    p = malloc(24000);                             // a class this process has not used: a refill
+  }
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(t->bind_gen, 1u);
   EXPECT_EQ(t->heap_index, _hpcmem_cpu_to_group(cpu) % _hpcmem_heaps.count);
@@ -1496,6 +1504,9 @@ TEST(_hpcmem_thread_cache, DISABLED_fresh_start) {
 }
 
 TEST(_hpcmem_thread_cache, reads_the_groups_when_a_second_thread_allocates) { run_fresh("lazy", nullptr, nullptr); }
+
+// the thread alone before binds again at its first direct run too
+TEST(_hpcmem_thread_cache, binds_again_at_a_direct_run) { run_fresh("run", nullptr, nullptr); }
 
 TEST(_hpcmem_thread_cache, reads_the_groups_at_start_for_the_summary) {
   run_fresh("eager", "HPCMEM_VERBOSE", "1");

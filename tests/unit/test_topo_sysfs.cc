@@ -4,6 +4,9 @@
 // cpus, topology order, cpu -> node and thread groups at every level.
 #include <gtest/gtest.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <sys/wait.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -354,9 +357,77 @@ TEST_F(topo_load_sysfs, bad_roots) {
 
 // What the allocator sizes its heap slices by at start, instead of
 // sysconf(_SC_NPROCESSORS_CONF) (which parses the same file with strtoul).
+// A child forked while another thread of the parent loads hwloc's details
+// (held inside the loading by _hpcmem_topo_hwloc_guard) must not wait for
+// that thread, which is not in the child: it reads sysfs again, keeps the
+// same nodes and groups, goes without the details and says so.
+int guard_in[2], guard_out[2];
+void hold_in_loading(int entering) {
+  if (!entering) return;
+  char c = 1;
+  EXPECT_EQ(write(guard_in[1], &c, 1), 1);
+  EXPECT_EQ(read(guard_out[0], &c, 1), 1);   // until the test lets go
+}
+void *ask_for_details(void *) { return (void *)(intptr_t)_hpcmem_topo_core_count(); }
+
+// the child's checks; its exit status says which failed (0: none)
+int child_after_fork(const Snapshot &before, const char *err_path) {
+  alarm(20);   // waiting for the parent's thread would end here, killed
+  if (!freopen(err_path, "w", stderr)) return 10;
+  _hpcmem_topo_fork_child();   // as alloc.c's fork handler does (again: it may have run already)
+  int cores = _hpcmem_topo_core_count();
+  fflush(stderr);
+  if (!_hpcmem_topo_detailed()) return 11;
+  if (cores != 0) return 12;   // the details are gone: sysfs counts no cores
+  hpcmem_numa_info_t n;
+  if (_hpcmem_topo_numa_info(1, &n) != 0 || n.os_index != 1 || n.cpu_count != 4) return 13;
+  std::vector<int> groups;
+  for (int c = 0; c < 16; c++) groups.push_back(_hpcmem_topo_cpu_group(c));
+  if (groups != before.groups[0]) return 14;
+  return 0;
+}
+
+TEST_F(topo_load_sysfs, _hpcmem_topo_fork_child_gives_up_a_loading_of_the_details) {
+  std::string root = build(two_sockets());
+  Snapshot before = from_sysfs(root);
+  ASSERT_EQ(pipe(guard_in), 0);
+  ASSERT_EQ(pipe(guard_out), 0);
+  void (*old_guard)(int) = _hpcmem_topo_hwloc_guard;
+  _hpcmem_topo_hwloc_guard = hold_in_loading;
+  pthread_t th;
+  ASSERT_EQ(pthread_create(&th, nullptr, ask_for_details, nullptr), 0);
+  char c;
+  ASSERT_EQ(read(guard_in[0], &c, 1), 1);   // the thread holds the details' lock now
+  std::string err_path = root + "-child-stderr";
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) _exit(child_after_fork(before, err_path.c_str()));
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  c = 1;
+  ASSERT_EQ(write(guard_out[1], &c, 1), 1);   // the parent's loading goes on
+  void *cores = nullptr;
+  ASSERT_EQ(pthread_join(th, &cores), 0);
+  _hpcmem_topo_hwloc_guard = old_guard;
+  EXPECT_TRUE(WIFEXITED(status)) << "the child did not end by itself (status " << status << ")";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the child's check " << WEXITSTATUS(status) << " failed";
+  FILE *f = fopen(err_path.c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  char line[512] = "";
+  if (!fgets(line, sizeof line, f)) line[0] = 0;
+  fclose(f);
+  unlink(err_path.c_str());
+  EXPECT_NE(strstr(line, "was forked while another thread was reading the machine's details"), nullptr) << line;
+  EXPECT_EQ((intptr_t)cores, 16);   // the parent's thread got its details
+  EXPECT_EQ(_hpcmem_topo_detailed(), 1);
+  for (int fd : {guard_in[0], guard_in[1], guard_out[0], guard_out[1]}) close(fd);
+  remove_tree(root);
+}
+
 TEST(_hpcmem_topo_sysfs_possible_cpus, counts_the_list_and_rejects_bad_files) {
-  if (access("/sys/devices/system/cpu/possible", R_OK) == 0)
+  if (access("/sys/devices/system/cpu/possible", R_OK) == 0) {
     EXPECT_EQ(_hpcmem_topo_sysfs_possible_cpus("/"), sysconf(_SC_NPROCESSORS_CONF));
+  }
   EXPECT_EQ(_hpcmem_topo_sysfs_possible_cpus(nullptr), -EINVAL);
   EXPECT_EQ(_hpcmem_topo_sysfs_possible_cpus(""), -EINVAL);
   EXPECT_EQ(_hpcmem_topo_sysfs_possible_cpus("/nonexistent-hpcmem-root"), -ENOENT);
