@@ -1152,15 +1152,10 @@ void (*_hpcmem_topo_hwloc_guard)(int entering);
 static hpcmem_lock_t full_lock = HPCMEM_LOCK_INIT;
 static __thread int in_full;   /* this thread is loading hwloc (its mallocs may ask us again) */
 
-static int full_forked;       /* a fork child: the parent was loading the details (see details_lost) */
-static void details_lost(void);
-
 static void need_full(void) {
   if (!loaded() || __atomic_load_n(&T.full, __ATOMIC_ACQUIRE) || in_full) return;
   _hpcmem_lock(&full_lock);
-  if (full_forked) {
-    details_lost();
-  } else if (!T.full) {
+  if (!T.full) {
     in_full = 1;
     if (_hpcmem_topo_hwloc_guard) _hpcmem_topo_hwloc_guard(1);
     add_hwloc();
@@ -1207,16 +1202,19 @@ static void need_start_as(int may_hwloc) {
 static void need_start(void) { need_start_as(0); }
 void _hpcmem_topo_read_at_start(void) { need_start_as(1); }
 
+static void details_lost(void);
+
 /* A child of fork has one thread: a reading another thread of the parent
  * was in never ends there.  The start's reading is read again at the
  * child's first question (`started` is set only once the tables are
  * complete; the reading is sysfs's, which keeps no other state, as the
  * constructor reads at once what would go through hwloc).  A loading of
- * hwloc's details is given up (details_lost). */
+ * hwloc's details is given up (details_lost), here, while the child has no
+ * other thread to read the tables meanwhile. */
 void _hpcmem_topo_fork_child(void) {
   _hpcmem_unlock(&start_lock);
   if (__atomic_load_n(&full_lock.v, __ATOMIC_RELAXED)) {
-    full_forked = 1;
+    details_lost();
     _hpcmem_unlock(&full_lock);
   }
 }
@@ -1225,23 +1223,43 @@ void _hpcmem_topo_fork_child(void) {
  * (full_lock held): that thread is not here to finish.  What it left is
  * unusable -- hwloc's library perhaps half opened, its topology half built,
  * hwloc's own locks perhaps held -- so it is forgotten, not called or
- * freed.  The tables, which add_details may have half changed, are read
- * from sysfs again, and the child goes without the details (node sizes,
- * kinds, cores and caches), said once.  (hwloc's variables that add_hwloc
- * sets for the loading stay set in the child: unsetenv could wait for
- * ever on the environment's lock, which the parent's thread may have held.) */
+ * freed.  add_details may have half changed the nodes, so the tables are
+ * read from sysfs again (as inside a malloc: no allocation, no library),
+ * the thread groups the heaps follow kept as they were (the groups do not
+ * come from hwloc, and the last grouping may have had a hint or
+ * HPCMEM_HEAPS); the child goes without the details (node sizes, kinds,
+ * cores and caches), said at once.  hwloc's variables that add_hwloc sets
+ * for its time stay set in the child when the fork came between its setenv
+ * and unsetenv: unsetenv could wait for ever on the environment's lock,
+ * which the parent's thread may have held. */
 static void details_lost(void) {
-  full_forked = 0;
 #ifdef HAVE_HWLOC
   memset(&H, 0, sizeof H);
   T.topo = NULL;
   memset(T.node_obj, 0, sizeof T.node_obj);
 #endif
+  static int16_t order[HPCMEM_TOPO_MAX_CPUS];     /* static: a fork handler's stack may be small */
+  static uint16_t group1[HPCMEM_TOPO_MAX_CPUS];
+  int ncpus = T.ncpus, ngroups = T.ngroups, same = 1;
+  const char *level = T.group_level;
+  for (int i = 0; i < ncpus; i++) {
+    order[i] = C[i].order;
+    group1[i] = C[C[i].order].group1;
+  }
   char root[sizeof T.sysfs_root];
   copy_str(root, sizeof root, T.sysfs_root);
-  if (!root[0] || _hpcmem_topo_load_sysfs(root) != 0) {
+  int r = root[0] ? _hpcmem_topo_load_sysfs(root) : -ENOENT;
+  if (r) {
     reset_tables();
     load_minimal();
+    _hpcmem_warn("cannot read the topology from sysfs (%s); using one node with %d cpu%s", strerror(-r), T.ncpus,
+                 T.ncpus == 1 ? "" : "s");
+  }
+  for (int i = 0; i < ncpus && same; i++) same = C[i].order == order[i];
+  if (same && T.ncpus == ncpus) {                  /* the same cpus: the same groups */
+    for (int i = 0; i < ncpus; i++) C[order[i]].group1 = group1[i];
+    T.ngroups = ngroups;
+    T.group_level = level;
   }
   __atomic_store_n(&T.full, 1, __ATOMIC_RELEASE);
   _hpcmem_warn("this process was forked while another thread was reading the machine's details through hwloc; "

@@ -4,6 +4,7 @@
 // cpus, topology order, cpu -> node and thread groups at every level.
 #include <gtest/gtest.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <sys/wait.h>
@@ -17,6 +18,7 @@
 extern "C" {
 #include "topo/topo.h"
 #include "topo/machine.h"
+#include "util/options.h"
 }
 
 namespace {
@@ -359,8 +361,9 @@ TEST_F(topo_load_sysfs, bad_roots) {
 // sysconf(_SC_NPROCESSORS_CONF) (which parses the same file with strtoul).
 // A child forked while another thread of the parent loads hwloc's details
 // (held inside the loading by _hpcmem_topo_hwloc_guard) must not wait for
-// that thread, which is not in the child: it reads sysfs again, keeps the
-// same nodes and groups, goes without the details and says so.
+// that thread, which is not in the child: the fork's child handler gives the
+// loading up, reads sysfs again, keeps the thread groups as they were (also
+// those of HPCMEM_HEAPS), goes without the details and says so.
 int guard_in[2], guard_out[2];
 void hold_in_loading(int entering) {
   if (!entering) return;
@@ -370,26 +373,30 @@ void hold_in_loading(int entering) {
 }
 void *ask_for_details(void *) { return (void *)(intptr_t)_hpcmem_topo_core_count(); }
 
+std::vector<int> groups_now() {
+  std::vector<int> g;
+  for (int c = 0; c < 16; c++) g.push_back(_hpcmem_topo_cpu_group(c));
+  return g;
+}
+
 // the child's checks; its exit status says which failed (0: none)
-int child_after_fork(const Snapshot &before, const char *err_path) {
+int child_after_fork(const std::vector<int> &groups) {
   alarm(20);   // waiting for the parent's thread would end here, killed
-  if (!freopen(err_path, "w", stderr)) return 10;
-  _hpcmem_topo_fork_child();   // as alloc.c's fork handler does (again: it may have run already)
+  _hpcmem_topo_fork_child();   // as alloc.c's fork handler did already, if this program has it: nothing more
   int cores = _hpcmem_topo_core_count();
-  fflush(stderr);
   if (!_hpcmem_topo_detailed()) return 11;
   if (cores != 0) return 12;   // the details are gone: sysfs counts no cores
   hpcmem_numa_info_t n;
   if (_hpcmem_topo_numa_info(1, &n) != 0 || n.os_index != 1 || n.cpu_count != 4) return 13;
-  std::vector<int> groups;
-  for (int c = 0; c < 16; c++) groups.push_back(_hpcmem_topo_cpu_group(c));
-  if (groups != before.groups[0]) return 14;
+  if (groups_now() != groups) return 14;
   return 0;
 }
 
-TEST_F(topo_load_sysfs, _hpcmem_topo_fork_child_gives_up_a_loading_of_the_details) {
-  std::string root = build(two_sockets());
-  Snapshot before = from_sysfs(root);
+// The parent's side: the loading held, fork, the child checked, the
+// loading let go on every path (a thread left holding the details' lock
+// would hang the tests after this one).
+void fork_during_details(const std::string &root) {
+  std::vector<int> groups = groups_now();
   ASSERT_EQ(pipe(guard_in), 0);
   ASSERT_EQ(pipe(guard_out), 0);
   void (*old_guard)(int) = _hpcmem_topo_hwloc_guard;
@@ -397,30 +404,63 @@ TEST_F(topo_load_sysfs, _hpcmem_topo_fork_child_gives_up_a_loading_of_the_detail
   pthread_t th;
   ASSERT_EQ(pthread_create(&th, nullptr, ask_for_details, nullptr), 0);
   char c;
-  ASSERT_EQ(read(guard_in[0], &c, 1), 1);   // the thread holds the details' lock now
+  int held = read(guard_in[0], &c, 1) == 1;   // the thread holds the details' lock now
+  EXPECT_TRUE(held);
+  // the child's stderr, from the fork on (the fork's handler speaks first)
   std::string err_path = root + "-child-stderr";
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) _exit(child_after_fork(before, err_path.c_str()));
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  fflush(stderr);
+  int saved = dup(2), file = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  EXPECT_GE(file, 0);
+  pid_t pid = -1;
+  if (held && saved >= 0 && file >= 0 && dup2(file, 2) == 2) {
+    pid = fork();
+    if (pid == 0) _exit(child_after_fork(groups));
+    dup2(saved, 2);
+  }
+  if (saved >= 0) close(saved);
+  if (file >= 0) close(file);
+  int status = -1;
+  if (pid > 0) {
+    EXPECT_EQ(waitpid(pid, &status, 0), pid);
+  }
   c = 1;
-  ASSERT_EQ(write(guard_out[1], &c, 1), 1);   // the parent's loading goes on
+  EXPECT_EQ(write(guard_out[1], &c, 1), 1);   // the parent's loading goes on
   void *cores = nullptr;
-  ASSERT_EQ(pthread_join(th, &cores), 0);
+  EXPECT_EQ(pthread_join(th, &cores), 0);
   _hpcmem_topo_hwloc_guard = old_guard;
+  for (int fd : {guard_in[0], guard_in[1], guard_out[0], guard_out[1]}) close(fd);
+  ASSERT_GT(pid, 0);
   EXPECT_TRUE(WIFEXITED(status)) << "the child did not end by itself (status " << status << ")";
   EXPECT_EQ(WEXITSTATUS(status), 0) << "the child's check " << WEXITSTATUS(status) << " failed";
   FILE *f = fopen(err_path.c_str(), "r");
   ASSERT_NE(f, nullptr);
-  char line[512] = "";
-  if (!fgets(line, sizeof line, f)) line[0] = 0;
+  std::string err;
+  for (char line[512]; fgets(line, sizeof line, f);) err += line;
   fclose(f);
   unlink(err_path.c_str());
-  EXPECT_NE(strstr(line, "was forked while another thread was reading the machine's details"), nullptr) << line;
+  EXPECT_NE(err.find("was forked while another thread was reading the machine's details"), std::string::npos) << err;
   EXPECT_EQ((intptr_t)cores, 16);   // the parent's thread got its details
   EXPECT_EQ(_hpcmem_topo_detailed(), 1);
-  for (int fd : {guard_in[0], guard_in[1], guard_out[0], guard_out[1]}) close(fd);
+  EXPECT_EQ(groups_now(), groups);
+}
+
+TEST_F(topo_load_sysfs, _hpcmem_topo_fork_child_gives_up_a_loading_of_the_details) {
+  std::string root = build(two_sockets());
+  from_sysfs(root);
+  fork_during_details(root);
+  remove_tree(root);
+}
+
+TEST_F(topo_load_sysfs, _hpcmem_topo_fork_child_keeps_the_groups_of_HPCMEM_HEAPS) {
+  std::string root = build(two_sockets());
+  from_sysfs(root);
+  char heaps[] = "HPCMEM_HEAPS=3";
+  char *env[] = {heaps, nullptr};
+  _hpcmem_options_load(env);
+  EXPECT_EQ(_hpcmem_topo_group_count(0), 3);
+  fork_during_details(root);
+  char *none[] = {nullptr};
+  _hpcmem_options_load(none);
   remove_tree(root);
 }
 
