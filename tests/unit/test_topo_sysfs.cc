@@ -357,8 +357,6 @@ TEST_F(topo_load_sysfs, bad_roots) {
   remove_tree(root);
 }
 
-// What the allocator sizes its heap slices by at start, instead of
-// sysconf(_SC_NPROCESSORS_CONF) (which parses the same file with strtoul).
 // A child forked while another thread of the parent loads hwloc's details
 // (held inside the loading by _hpcmem_topo_hwloc_guard) must not wait for
 // that thread, which is not in the child: the fork's child handler gives the
@@ -464,6 +462,8 @@ TEST_F(topo_load_sysfs, _hpcmem_topo_fork_child_keeps_the_groups_of_HPCMEM_HEAPS
   remove_tree(root);
 }
 
+// What the allocator sizes its heap slices by at start, instead of
+// sysconf(_SC_NPROCESSORS_CONF) (which parses the same file with strtoul).
 TEST(_hpcmem_topo_sysfs_possible_cpus, counts_the_list_and_rejects_bad_files) {
   if (access("/sys/devices/system/cpu/possible", R_OK) == 0) {
     EXPECT_EQ(_hpcmem_topo_sysfs_possible_cpus("/"), sysconf(_SC_NPROCESSORS_CONF));
