@@ -1166,6 +1166,23 @@ static void need_full(void) {
   _hpcmem_unlock(&full_lock);
 }
 
+/* A later reading of sysfs failed (r < 0): the machine is one node of the
+ * online cpus, said with the errno's name -- not strerror, which may read
+ * the C library's message catalogues (allocating, opening files) and waits
+ * on the locale's lock, none of which a reading inside a malloc or in a
+ * fork's child may do. */
+static void sysfs_failed(int r) {
+  load_minimal();
+  const char *name = NULL;
+#if defined(__GLIBC__) && defined(__GLIBC_PREREQ)
+#if __GLIBC_PREREQ(2, 32)
+  name = strerrorname_np(-r);
+#endif
+#endif
+  _hpcmem_warn("cannot read the topology from sysfs (%s %d); using one node with %d cpu%s", name ? name : "errno", -r,
+               T.ncpus, T.ncpus == 1 ? "" : "s");
+}
+
 /* The start's reading, at the first question: cpus, caches and nodes from
  * sysfs.  A process whose one thread asks nothing skips it: 23 files here,
  * about 270 us of a 1 ms start (docs/topology.md).  Any thread may ask,
@@ -1188,11 +1205,7 @@ static void need_start_as(int may_hwloc) {
       if (_hpcmem_topo_hwloc_guard) _hpcmem_topo_hwloc_guard(0);
     } else {
       int r = _hpcmem_topo_load_sysfs(HPCMEM_START_STR("/"));
-      if (r) {
-        load_minimal();
-        _hpcmem_warn("cannot read the topology from sysfs (%s); using one node with %d cpu%s", strerror(-r), T.ncpus,
-                     T.ncpus == 1 ? "" : "s");
-      }
+      if (r) sysfs_failed(r);
     }
     in_start = 0;
     __atomic_store_n(&started, 1, __ATOMIC_RELEASE);
@@ -1214,7 +1227,7 @@ static void details_lost(void);
 void _hpcmem_topo_fork_child(void) {
   _hpcmem_unlock(&start_lock);
   if (__atomic_load_n(&full_lock.v, __ATOMIC_RELAXED)) {
-    details_lost();
+    if (!T.full) details_lost();                   /* (complete already: the fork came just before the unlock) */
     _hpcmem_unlock(&full_lock);
   }
 }
@@ -1238,7 +1251,7 @@ static void details_lost(void) {
   T.topo = NULL;
   memset(T.node_obj, 0, sizeof T.node_obj);
 #endif
-  static int16_t order[HPCMEM_TOPO_MAX_CPUS];     /* static: a fork handler's stack may be small */
+  static int16_t order[HPCMEM_TOPO_MAX_CPUS];     /* static: 16 KiB kept off the stack */
   static uint16_t group1[HPCMEM_TOPO_MAX_CPUS];
   int ncpus = T.ncpus, ngroups = T.ngroups, same = 1;
   const char *level = T.group_level;
@@ -1249,17 +1262,14 @@ static void details_lost(void) {
   char root[sizeof T.sysfs_root];
   copy_str(root, sizeof root, T.sysfs_root);
   int r = root[0] ? _hpcmem_topo_load_sysfs(root) : -ENOENT;
-  if (r) {
-    reset_tables();
-    load_minimal();
-    _hpcmem_warn("cannot read the topology from sysfs (%s); using one node with %d cpu%s", strerror(-r), T.ncpus,
-                 T.ncpus == 1 ? "" : "s");
-  }
+  if (r) sysfs_failed(r);
   for (int i = 0; i < ncpus && same; i++) same = C[i].order == order[i];
   if (same && T.ncpus == ncpus) {                  /* the same cpus: the same groups */
     for (int i = 0; i < ncpus; i++) C[order[i]].group1 = group1[i];
     T.ngroups = ngroups;
     T.group_level = level;
+  } else {
+    _hpcmem_topo_group_count(0);                   /* other cpus: grouped as know_groups groups them */
   }
   __atomic_store_n(&T.full, 1, __ATOMIC_RELEASE);
   _hpcmem_warn("this process was forked while another thread was reading the machine's details through hwloc; "

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <sys/wait.h>
@@ -401,9 +403,12 @@ void fork_during_details(const std::string &root) {
   _hpcmem_topo_hwloc_guard = hold_in_loading;
   pthread_t th;
   ASSERT_EQ(pthread_create(&th, nullptr, ask_for_details, nullptr), 0);
+  // the thread holds the details' lock once it writes (within 20 s: a
+  // fixture that loaded nothing never gets there)
   char c;
-  int held = read(guard_in[0], &c, 1) == 1;   // the thread holds the details' lock now
-  EXPECT_TRUE(held);
+  struct pollfd in = {guard_in[0], POLLIN, 0};
+  int held = poll(&in, 1, 20000) == 1 && read(guard_in[0], &c, 1) == 1;
+  EXPECT_TRUE(held) << "the thread did not reach the loading";
   // the child's stderr, from the fork on (the fork's handler speaks first)
   std::string err_path = root + "-child-stderr";
   fflush(stderr);
@@ -417,9 +422,18 @@ void fork_during_details(const std::string &root) {
   }
   if (saved >= 0) close(saved);
   if (file >= 0) close(file);
+  // the child, within 20 s (the fork's handler runs before its alarm is set)
   int status = -1;
-  if (pid > 0) {
-    EXPECT_EQ(waitpid(pid, &status, 0), pid);
+  for (int ms = 0; pid > 0; ms += 10) {
+    pid_t w = waitpid(pid, &status, WNOHANG);
+    if (w == pid) break;
+    if (w < 0 || ms >= 20000) {
+      ADD_FAILURE() << "the child did not end within 20 s";
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      break;
+    }
+    usleep(10000);
   }
   c = 1;
   EXPECT_EQ(write(guard_out[1], &c, 1), 1);   // the parent's loading goes on
