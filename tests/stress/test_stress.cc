@@ -69,7 +69,9 @@ TEST(stress, single_thread_checked_after_every_operation) {
       live[k] = live.back();
       live.pop_back();
     }
-    if (i % every == 0) ASSERT_EQ(hpcmem_check(), 0) << "after operation " << i;
+    if (i % every == 0) {
+      ASSERT_EQ(hpcmem_check(), 0) << "after operation " << i;
+    }
   }
   for (auto &b : live) { ASSERT_TRUE(intact(b)); free(b.p); }
   EXPECT_EQ(hpcmem_check(), 0);

@@ -17,6 +17,9 @@
  * "after" allocates 1000 blocks of 3002 bytes and frees 500.  The programs
  * it starts run without LD_PRELOAD: only this process writes a trace.
  * Any other outcome prints why and returns 4. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1 /* execvpe, execveat */
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
