@@ -261,10 +261,10 @@ static unsigned cpu_slice(int cpu) { return (unsigned)cpu; }   /* no topology: a
 /* The thread groups: the topology read (src/topo: sysfs, 270 us of a 1 ms
  * start here), the cpus mapped onto the heaps, and the calling thread's
  * cache bound again; the other threads' caches bind again at their next
- * refill or direct run (_hpcmem_tcache_bind_check).  A process's first thread has no one
- * to share a heap with: it takes heap 0, and the groups wait for a second
- * thread's first cache (_hpcmem_thread_cache), or the constructor reads
- * them at once where something needs them there. */
+ * refill or direct run (_hpcmem_tcache_bind_check).  A process's first
+ * thread has no one to share a heap with: it takes heap 0, and the groups
+ * wait for a second thread's first cache (_hpcmem_thread_cache), or the
+ * constructor reads them at once where something needs them there. */
 HPCMEM_NOINLINE static void know_groups(void) {
   _hpcmem_lock(&groups_lock);
   if (!groups_known) {

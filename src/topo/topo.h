@@ -110,8 +110,8 @@ int _hpcmem_topo_load_sysfs(const char *root);
 int _hpcmem_topo_sysfs_possible_cpus(const char *root);
 /* In the child of fork: the lock of a (sysfs) reading that another thread
  * of the parent was in is free again; a loading of hwloc's details that
- * another thread was in is given up (the child's next question reads sysfs
- * again and goes without the details, with a warning). */
+ * another thread was in is given up at once (sysfs read again, the thread
+ * groups kept, the child without the details, with a warning). */
 void _hpcmem_topo_fork_child(void);
 /* Set by the layer above: called with 1 before hwloc is loaded after start
  * and with 0 afterwards (the trace marks hwloc's mallocs as libhpcmem's). */
