@@ -508,7 +508,9 @@ TEST(_hpcmem_large_free, LastBlockHandedOut) {
     EXPECT_EQ(t.free(d), 0);
     char *f = t.alloc(3 * MiB);
     ASSERT_NE(f, nullptr);
-    if (f != e) EXPECT_EQ(t.free(e), -EALREADY);
+    if (f != e) {
+      EXPECT_EQ(t.free(e), -EALREADY);
+    }
     EXPECT_EQ(t.free(f), 0);
     EXPECT_EQ(t.check(), 0);
   }

@@ -10,7 +10,9 @@ TEST(_hpcmem_size_class, smallest_class_that_fits) {
     ASSERT_GE(c, 1u);
     ASSERT_LT(c, (unsigned)HPCMEM_NCLASSES);
     ASSERT_GE(_hpcmem_class_size[c], n) << n;
-    if (c > 1) ASSERT_LT(_hpcmem_class_size[c - 1], n) << n;
+    if (c > 1) {
+      ASSERT_LT(_hpcmem_class_size[c - 1], n) << n;
+    }
   }
 }
 
@@ -21,7 +23,9 @@ TEST(_hpcmem_size_class, every_power_of_two_is_a_class) {
 TEST(_hpcmem_size_class, classes_are_multiples_of_16_and_waste_is_bounded) {
   for (unsigned c = 1; c < HPCMEM_NCLASSES; c++) {
     EXPECT_EQ(_hpcmem_class_size[c] % 16, 0u);
-    if (c > 1) EXPECT_LE(_hpcmem_class_size[c], _hpcmem_class_size[c - 1] * 5 / 4 + 16);
+    if (c > 1) {
+      EXPECT_LE(_hpcmem_class_size[c], _hpcmem_class_size[c - 1] * 5 / 4 + 16);
+    }
   }
   EXPECT_EQ(_hpcmem_class_size[HPCMEM_NCLASSES - 1], HPCMEM_SMALL_MAX);
 }

@@ -663,8 +663,8 @@ TEST(trace_event, model_lowers_the_tracked_limit_of_a_thrashing_thread) {
   auto f = file_bytes(path);
   size_t low = 0, full = 0, unchained = 0;
   for (auto &b : event_blocks(f)) {
-    unsigned shift;
-    uint32_t nmax;
+    unsigned shift = 0;
+    uint32_t nmax = 0;
     ASSERT_GT(hmt_m4_head(&f[b.first + HMT_BLOCK_HEADER_SIZE], b.second.stored_len, &shift, &nmax), 0u);
     low += nmax == 1024;
     full += nmax == 4096;
